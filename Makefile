@@ -1,0 +1,37 @@
+# The two set-up commands: `make demo` (the main job) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: demo test lint venv dev clean
+
+# torch goes in first and pinned: an unpinned torch (or one pulled by peft/accelerate)
+# would be a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt torch==2.13.0
+	$(PIP) install -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) install -c constraints.txt -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+demo: $(VENV)/.installed
+	$(PY) -m mellea_local demo
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,75 @@
+"""Every exception mellea_local raises on purpose, under one base class.
+
+Catch ``MelleaLocalError`` to handle anything the package refuses; catch a subclass for one
+failure mode. Each message says what went wrong and what to do about it. Some classes also
+derive from the builtin a caller would naturally catch (``ValueError``, ``OSError``) so code
+written against the peer library keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class MelleaLocalError(Exception):
+    """Base class of the package's own exceptions."""
+
+
+class ComponentParseError(MelleaLocalError):
+    """A component could not turn a model output into its parsed representation."""
+
+
+class AdapterSchemaMismatchError(MelleaLocalError):
+    """An adapter's output does not have the shape its intrinsic contract declares.
+
+    The structured fields live in ``args`` so the error pickles and crosses process
+    boundaries intact (e.g. from a worker pool).
+    """
+
+    def __init__(
+        self, name: str, observed_keys: Iterable[str], expected_keys: Iterable[str]
+    ) -> None:
+        observed = frozenset(str(k) for k in observed_keys)
+        expected = frozenset(str(k) for k in expected_keys)
+        super().__init__(name, observed, expected)
+        self.name = name
+        self.observed_keys = observed
+        self.expected_keys = expected
+
+    def __str__(self) -> str:
+        return (
+            f"Adapter {self.name!r} output cannot satisfy declared contract. "
+            f"Observed keys: {sorted(self.observed_keys)}; "
+            f"expected: {sorted(self.expected_keys)}."
+        )
+
+
+class AloraActivationError(MelleaLocalError):
+    """The tokens fed to an aLoRA do not contain its invocation sequence.
+
+    PEFT would silently run the base model in that case; we refuse instead.
+    """
+
+
+class AdapterError(MelleaLocalError, ValueError):
+    """An adapter cannot be loaded or used with this backend (wrong base, name clash, ...)."""
+
+
+class AdapterNotFoundError(AdapterError, LookupError):
+    """No adapter matches the requested name or intrinsic for this base model."""
+
+
+class IOConfigError(MelleaLocalError, ValueError):
+    """An adapter's io.yaml is malformed or uses a rule this package does not implement."""
+
+
+class ModelLoadError(MelleaLocalError, OSError):
+    """A base model or tokenizer could not be loaded (missing, offline, unsafe weights)."""
+
+
+class UnsupportedInputError(MelleaLocalError, ValueError):
+    """The input holds something the model cannot see (images or audio for a text model)."""
+
+
+class ToolError(MelleaLocalError, ValueError):
+    """A tool definition or call is invalid (bad schema, reserved name, bad arguments)."""
