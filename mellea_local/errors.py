@@ -73,3 +73,26 @@ class UnsupportedInputError(MelleaLocalError, ValueError):
 
 class ToolError(MelleaLocalError, ValueError):
     """A tool definition or call is invalid (bad schema, reserved name, bad arguments)."""
+
+
+class KVCacheError(MelleaLocalError, ValueError):
+    """A KV cache does not match the token ids it is stored or used under.
+
+    Raised for programming errors on the reuse path (a cache longer than its ids, a batched cache,
+    a crop beyond the cached length): reusing such a cache would silently corrupt every later
+    result, so we refuse instead of guessing.
+    """
+
+
+class IntrinsicOutputError(MelleaLocalError, ValueError):
+    """An adapter's output cannot be turned into its intrinsic result by the io.yaml rules.
+
+    Raised when a rule lacks what it needs (a ``likelihood`` rule given neither token logprobs
+    nor category probabilities) or the evidence contradicts the output (token texts that do not
+    spell the generated JSON). Output whose *shape* breaks the contract raises
+    ``AdapterSchemaMismatchError`` instead.
+    """
+
+
+class EmbeddedModelError(MelleaLocalError, ValueError):
+    """The embedded model family cannot be built as asked (sizes that do not fit together)."""

@@ -1,0 +1,74 @@
+"""Adapters described, not loaded: io.yaml configs, their output rules, and where files live.
+
+- ``io_config``: ``IOConfig``, one adapter's io.yaml parsed and checked;
+- ``transformations``: the ``likelihood`` and ``nest`` output rules, and the one-forward-pass
+  eligibility check (``FastPathSpec``);
+- ``library``: resolving a folder, an intrinsic name or a hub source into a ``ResolvedAdapter``;
+- ``catalog``: the pinned hub locations of public intrinsics.
+
+Loading weights into a model (``peft.PeftModel``) belongs to the backend.
+"""
+
+from mellea_local.adapters.catalog import (
+    CATALOG,
+    GRANITELIB_CORE_REPO,
+    GRANITELIB_CORE_REVISION,
+    REQUIREMENT_CHECK_IO_YAML,
+    IntrinsicCatalogEntry,
+    catalog_entry,
+    known_intrinsics,
+)
+from mellea_local.adapters.io_config import IOConfig
+from mellea_local.adapters.library import (
+    AdapterKind,
+    AdapterSource,
+    HubSource,
+    ResolvedAdapter,
+    base_model_name,
+    default_library_roots,
+    fetch_from_hub,
+    find_in_library,
+    library_subpath,
+    read_adapter_folder,
+    resolve_adapter,
+)
+from mellea_local.adapters.transformations import (
+    RULE_TYPES,
+    FastPathSpec,
+    LikelihoodRule,
+    NestRule,
+    TokenLogprob,
+    TransformationRule,
+    apply_transformations,
+    fast_path_spec,
+)
+
+__all__ = [
+    "CATALOG",
+    "GRANITELIB_CORE_REPO",
+    "GRANITELIB_CORE_REVISION",
+    "REQUIREMENT_CHECK_IO_YAML",
+    "RULE_TYPES",
+    "AdapterKind",
+    "AdapterSource",
+    "FastPathSpec",
+    "HubSource",
+    "IOConfig",
+    "IntrinsicCatalogEntry",
+    "LikelihoodRule",
+    "NestRule",
+    "ResolvedAdapter",
+    "TokenLogprob",
+    "TransformationRule",
+    "apply_transformations",
+    "base_model_name",
+    "catalog_entry",
+    "default_library_roots",
+    "fast_path_spec",
+    "fetch_from_hub",
+    "find_in_library",
+    "known_intrinsics",
+    "library_subpath",
+    "read_adapter_folder",
+    "resolve_adapter",
+]

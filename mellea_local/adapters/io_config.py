@@ -1,0 +1,369 @@
+"""An adapter's io.yaml, parsed into one typed, documented, frozen config.
+
+io.yaml is the public format of IBM's intrinsics libraries (granite-common's
+``IntrinsicsRewriter`` / ``IntrinsicsResultProcessor``): it says which user message to append
+before calling the adapter (``instruction``), how to constrain its output
+(``response_format``), which generation parameters it was trained with, and how to turn its raw
+JSON into the intrinsic's result (``transformations``). Unknown keys and unimplemented rules
+are refused at load time, naming the file, because a skipped setting changes results silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from mellea_local.adapters.transformations import (
+    Category,
+    ConcretePath,
+    FastPathSpec,
+    LikelihoodRule,
+    TokenLogprob,
+    TransformationRule,
+    apply_transformations,
+    fast_path_spec,
+    parse_transformations,
+)
+from mellea_local.errors import IOConfigError
+
+# The public format requires these keys (null is a valid value). ``model`` is required there
+# too, but the published overlays omit it and it means nothing to a local backend, so a
+# missing ``model`` reads as null.
+_REQUIRED_KEYS = ("response_format", "transformations")
+_OPTIONAL_KEYS = (
+    "model", "instruction", "parameters", "sentence_boundaries", "docs_as_message",
+    "logprobs_workaround", "name",
+)
+_DOCS_AS_MESSAGE_MODES = ("string", "json", "roles")
+
+
+@dataclass(frozen=True)
+class IOConfig:
+    """The parsed io.yaml of one adapter. Build it with ``load`` or ``from_dict``."""
+
+    source: str = field(
+        default="<dict>",
+        metadata={"help": "Where the config was read from; every error message names it."},
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "Logical model name the adapter targets; null means the loaded base."},
+    )
+    response_format: Mapping[str, Any] | None = field(
+        default=None,
+        metadata={
+            "help": "JSON schema the output is constrained to (written as a JSON string in "
+            "io.yaml); read-only here, ``response_format_dict()`` gives a mutable copy."
+        },
+    )
+    transformations: tuple[TransformationRule, ...] | None = field(
+        default=None,
+        metadata={"help": "Rules turning the raw JSON into the result, in order; null: none."},
+    )
+    instruction: str | None = field(
+        default=None,
+        metadata={
+            "help": "str.format template of the user message appended before the adapter "
+            "runs, e.g. '<requirements>: {requirement}\\n...'; '{{' and '}}' are literal braces."
+        },
+    )
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}),
+        metadata={
+            "help": "Generation parameters the adapter was trained with (max_completion_tokens, "
+            "temperature, ...); caller options override them."
+        },
+    )
+    sentence_boundaries: Mapping[str, str] | None = field(
+        default=None,
+        metadata={
+            "help": "Where to insert sentence markers (location -> tag, e.g. last_message: c). "
+            "Parsed but not implemented: see ``check_supported``."
+        },
+    )
+    docs_as_message: str | None = field(
+        default=None,
+        metadata={
+            "help": "How documents move into the messages: 'string', 'json' or 'roles'. Parsed "
+            "but not implemented: see ``check_supported``."
+        },
+    )
+    logprobs_workaround: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Rebuild the output from logprob tokens (a server-side workaround). Parsed "
+            "but not implemented: see ``check_supported``."
+        },
+    )
+    name: str | None = field(
+        default=None, metadata={"help": "Display name of the intrinsic, when the file sets one."}
+    )
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> IOConfig:
+        """Read and validate an io.yaml file (safe YAML only: it may come from the hub)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise IOConfigError(
+                f"Cannot read io.yaml at {path}: {exc.strerror or exc}. Every adapter folder "
+                "needs one next to adapter_config.json."
+            ) from exc
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise IOConfigError(f"{path} is not valid YAML: {exc}") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<dict>") -> IOConfig:
+        """Validate a parsed io.yaml mapping; ``source`` names it in error messages."""
+        if not isinstance(data, Mapping):
+            raise IOConfigError(
+                f"{source}: an io.yaml must be a mapping of keys such as response_format and "
+                f"transformations, not {type(data).__name__}."
+            )
+        unknown = sorted(str(k) for k in data if k not in _REQUIRED_KEYS + _OPTIONAL_KEYS)
+        if unknown:
+            allowed = ", ".join(_REQUIRED_KEYS + _OPTIONAL_KEYS)
+            raise IOConfigError(
+                f"{source}: unknown key(s) {unknown} in io.yaml. Allowed keys: {allowed}; "
+                "remove or rename the others."
+            )
+        missing = [k for k in _REQUIRED_KEYS if k not in data]
+        if missing:
+            raise IOConfigError(
+                f"{source}: io.yaml lacks required key(s) {missing}; write them as null when "
+                "the adapter needs none."
+            )
+        instruction = _optional_str(data, "instruction", source)
+        if instruction is not None:
+            _template_fields(instruction, source)  # refuse a bad template now, not per call
+        return cls(
+            source=source,
+            model=_optional_str(data, "model", source),
+            response_format=_parse_response_format(data["response_format"], source),
+            transformations=parse_transformations(data["transformations"], where=source),
+            instruction=instruction,
+            parameters=_parse_parameters(data.get("parameters"), source),
+            sentence_boundaries=_parse_sentence_boundaries(data.get("sentence_boundaries"), source),
+            docs_as_message=_parse_docs_as_message(data.get("docs_as_message"), source),
+            logprobs_workaround=_parse_optional_bool(data, "logprobs_workaround", source),
+            name=_optional_str(data, "name", source),
+        )
+
+    # -- instruction ----------------------------------------------------------------------------
+
+    @property
+    def instruction_fields(self) -> frozenset[str]:
+        """The ``{name}`` fields the instruction template needs (empty without one)."""
+        if self.instruction is None:
+            return frozenset()
+        return frozenset(_template_fields(self.instruction, self.source))
+
+    def render_instruction(self, **kwargs: Any) -> str:
+        """Fill the instruction template; extra keyword arguments are ignored.
+
+        Extras are allowed because callers pass the same set (``requirement``,
+        ``last_message``, ...) to every intrinsic, and each template uses a subset.
+        """
+        if self.instruction is None:
+            raise IOConfigError(
+                f"{self.source}: this io.yaml has no 'instruction', so there is no message to "
+                "render; build the adapter's prompt yourself or add an instruction template."
+            )
+        missing = sorted(self.instruction_fields - kwargs.keys())
+        if missing:
+            raise IOConfigError(
+                f"{self.source}: the instruction needs {missing}; pass "
+                + ", ".join(f"{name}=..." for name in missing)
+                + " to render it."
+            )
+        return self.instruction.format(**kwargs)
+
+    # -- response format and rules ----------------------------------------------------------------
+
+    def response_format_dict(self) -> dict[str, Any] | None:
+        """A fresh, mutable copy of the JSON schema (for grammar compilers and json.dumps)."""
+        return None if self.response_format is None else _thaw(self.response_format)
+
+    def parameters_dict(self) -> dict[str, Any]:
+        """A fresh, mutable copy of ``parameters`` (to merge caller options into)."""
+        return _thaw(self.parameters)
+
+    @property
+    def needs_logprobs(self) -> bool:
+        """Whether the rules score values from token probabilities (a ``likelihood`` rule)."""
+        return any(isinstance(rule, LikelihoodRule) for rule in self.transformations or ())
+
+    def fast_path_spec(self) -> FastPathSpec | None:
+        """How to score this adapter in one forward pass, or ``None`` when it cannot be."""
+        return fast_path_spec(self.transformations, self.response_format)
+
+    def apply_transformations(
+        self,
+        parsed_json: Any,
+        *,
+        value_probs: Mapping[ConcretePath | str, Mapping[Category, float]] | None = None,
+        logprobs: Sequence[TokenLogprob] | None = None,
+    ) -> Any:
+        """Run this config's rules on the adapter's parsed output (see ``transformations``)."""
+        return apply_transformations(
+            self.transformations, parsed_json, value_probs=value_probs, logprobs=logprobs,
+            name=self.name or self.source,
+        )
+
+    def check_supported(self) -> None:
+        """Raise if the file relies on input processing this package does not implement.
+
+        ``sentence_boundaries``, ``docs_as_message`` and ``logprobs_workaround`` change what
+        the adapter sees or how its output is read; running without them would give results
+        that look valid and are not, so a backend calls this before using the adapter.
+        """
+        used = [
+            key for key in ("sentence_boundaries", "docs_as_message", "logprobs_workaround")
+            if getattr(self, key)
+        ]
+        if used:
+            raise IOConfigError(
+                f"{self.source}: sets {used}, which mellea_local does not implement; this "
+                "adapter cannot be run faithfully here. Use an adapter that does not need them."
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Field parsers
+
+
+def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise IOConfigError(f"{source}: '{key}' must be a string or null, not {value!r}.")
+    return value
+
+
+def _parse_optional_bool(data: Mapping[str, Any], key: str, source: str) -> bool | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise IOConfigError(f"{source}: '{key}' must be true, false or null, not {value!r}.")
+    return value
+
+
+def _parse_response_format(raw: Any, source: str) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise IOConfigError(
+                f"{source}: 'response_format' is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno}); write the schema as a JSON string or a YAML mapping."
+            ) from exc
+    if not isinstance(raw, Mapping):
+        raise IOConfigError(
+            f"{source}: 'response_format' must be a JSON schema object, not "
+            f"{type(raw).__name__}."
+        )
+    return _freeze(raw)
+
+
+def _parse_parameters(raw: Any, source: str) -> Mapping[str, Any]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise IOConfigError(f"{source}: 'parameters' must be a mapping of names to values.")
+    tokens = raw.get("max_completion_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                               or tokens <= 0):
+        raise IOConfigError(
+            f"{source}: parameters.max_completion_tokens must be a positive integer, not "
+            f"{tokens!r}."
+        )
+    temperature = raw.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float)
+        or not math.isfinite(temperature) or temperature < 0
+    ):
+        raise IOConfigError(
+            f"{source}: parameters.temperature must be a number >= 0, not {temperature!r}."
+        )
+    return _freeze(raw)
+
+
+def _parse_sentence_boundaries(raw: Any, source: str) -> Mapping[str, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise IOConfigError(
+            f"{source}: 'sentence_boundaries' must map locations (last_message, documents, ...) "
+            f"to tag strings, not {raw!r}."
+        )
+    return MappingProxyType(dict(raw))
+
+
+def _parse_docs_as_message(raw: Any, source: str) -> str | None:
+    if raw is not None and raw not in _DOCS_AS_MESSAGE_MODES:
+        raise IOConfigError(
+            f"{source}: 'docs_as_message' must be one of {list(_DOCS_AS_MESSAGE_MODES)} or "
+            f"null, not {raw!r}."
+        )
+    return raw
+
+
+def _template_fields(template: str, source: str) -> list[str]:
+    """Names of the template's fields; refuses anything but plain ``{name}`` fields.
+
+    Attribute and index lookups (``{x.__class__}``) are refused because the template comes
+    from a downloaded file and str.format would evaluate them against the caller's objects.
+    """
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise IOConfigError(
+            f"{source}: 'instruction' is not a valid template ({exc}); write literal braces as "
+            "'{{' and '}}'."
+        ) from exc
+    names: list[str] = []
+    for _, field_name, format_spec, conversion in parts:
+        if field_name is None:
+            continue
+        if not field_name.isidentifier() or format_spec or conversion:
+            raise IOConfigError(
+                f"{source}: instruction field {{{field_name}}} is not a plain {{name}} field; "
+                "use names only (no positions, attributes, indices or format specs) and write "
+                "literal braces as '{{' and '}}'."
+            )
+        names.append(field_name)
+    return names
+
+
+def _freeze(value: Any) -> Any:
+    """A read-only deep copy of parsed JSON/YAML, so a shared config cannot be altered."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value

@@ -1,0 +1,1 @@
+"""Local Hugging Face backend: model loading, generation, KV prefix cache, adapters."""

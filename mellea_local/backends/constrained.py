@@ -1,0 +1,103 @@
+"""JSON-schema constrained decoding as a transformers ``LogitsProcessor`` (llguidance).
+
+The processor masks every token the grammar forbids, so greedy or sampled decoding can only
+produce text the schema accepts. Whitespace is bounded but not forbidden: a grammar with no
+whitespace at all makes greedy decoding collapse arrays to ``[]`` (the peer's #1510).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import torch
+from transformers import LogitsProcessor
+
+from mellea_local.errors import MelleaLocalError
+
+WHITESPACE_PATTERN = r"[\x20\x0A\x0D\x09]{0,20}"
+
+
+class ConstrainedDecodingError(MelleaLocalError):
+    """The grammar rejected a token or could not be built from the schema."""
+
+
+@functools.cache
+def _ll_tokenizer(tokenizer: Any, n_vocab: int) -> Any:
+    import llguidance.hf
+
+    return llguidance.hf.from_tokenizer(tokenizer, n_vocab=n_vocab)
+
+
+def json_schema_grammar(schema: dict[str, Any] | str) -> str:
+    """An llguidance grammar for a JSON schema, with bounded flexible whitespace."""
+    from llguidance import LLMatcher
+
+    return LLMatcher.grammar_from_json_schema(
+        schema if isinstance(schema, str) else json.dumps(schema),
+        overrides={"whitespace_pattern": WHITESPACE_PATTERN},
+    )
+
+
+class GrammarLogitsProcessor(LogitsProcessor):
+    """Mask logits to the grammar, one matcher per batch row.
+
+    The matcher is fed the token chosen at the previous step before each new mask, so it
+    tracks exactly what the model wrote. ``prompt_len`` tells it where generation starts;
+    ``vocab_size`` is the width of the model's logits (at least the tokenizer's size).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        grammar: str,
+        vocab_size: int,
+        prompt_len: int,
+        *,
+        fast_forward: bool = False,
+    ) -> None:
+        from llguidance import LLMatcher
+
+        # fast_forward: where the grammar forces text (e.g. `{"score": "`), allow only its
+        # canonical tokenization, so the model is conditioned exactly as a caller that forces
+        # that prefix by tokenizing it (the intrinsic fast path) would condition it.
+        self._fast_forward = fast_forward
+        self._vocab_size = vocab_size
+        self._lltok = _ll_tokenizer(tokenizer, vocab_size)
+        self._grammar = grammar
+        self._prompt_len = prompt_len
+        self._matchers: list[Any] = []
+        self._LLMatcher = LLMatcher
+        check = LLMatcher(self._lltok, grammar)
+        if check.is_error():
+            raise ConstrainedDecodingError(
+                f"Cannot build a grammar from the schema: {check.get_error()}; simplify the "
+                "pydantic model (plain fields, enums, lists, nested models)."
+            )
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        import llguidance.torch as llt
+
+        batch = input_ids.shape[0]
+        if not self._matchers:
+            self._matchers = [self._LLMatcher(self._lltok, self._grammar) for _ in range(batch)]
+        elif input_ids.shape[1] > self._prompt_len:
+            for row, matcher in enumerate(self._matchers):
+                if not matcher.is_stopped():
+                    matcher.consume_token(int(input_ids[row, -1]))
+                if matcher.is_error():
+                    raise ConstrainedDecodingError(
+                        f"Constrained decoding failed: {matcher.get_error()}."
+                    )
+        mask = llt.allocate_token_bitmask(batch, self._vocab_size)
+        for row, matcher in enumerate(self._matchers):
+            forced = matcher.compute_ff_tokens() if self._fast_forward else []
+            if forced:
+                mask[row] = 0
+                bit = forced[0] % 32  # int32 words: bit 31 is the sign bit
+                mask[row, forced[0] // 32] = (1 << bit) if bit < 31 else -(1 << 31)
+            else:
+                llt.fill_next_token_bitmask(matcher, mask, row)
+        llt.apply_token_bitmask_inplace(scores, mask.to(scores.device))
+        return scores

@@ -1,0 +1,126 @@
+"""Base-model generation with KV prefix reuse; runs in a worker thread under the model lock.
+
+The event loop never runs model code: the backend hands a ``GenerationRequest`` to a thread,
+which streams text deltas through a callback and returns the new token ids. Cancellation is a
+``StoppingCriteria`` watching an event, so ``generate`` stops at the next token instead of
+running to ``max_new_tokens`` after nobody is listening.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TextStreamer
+
+from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache, output_cache
+from mellea_local.backends.kv_cache import PrefixCache
+from mellea_local.backends.model_holder import ModelHolder
+from mellea_local.backends.stats import CacheStats
+
+
+class _CancelCriteria(StoppingCriteria):
+    def __init__(self, event: threading.Event) -> None:
+        self._event = event
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kw: Any) -> Any:
+        return torch.full((input_ids.shape[0],), self._event.is_set(), dtype=torch.bool,
+                          device=input_ids.device)
+
+
+class _DeltaStreamer(TextStreamer):
+    """Decodes generated tokens incrementally and hands each finished piece of text on."""
+
+    def __init__(self, tokenizer: Any, on_text: Callable[[str], None]) -> None:
+        super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
+        self._on_text = on_text
+
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+        if text:
+            self._on_text(text)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None, device: torch.device) -> Iterator[None]:
+    """Seed sampling for one call without touching the process-wide RNG state."""
+    if seed is None:
+        yield
+        return
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(seed))
+        yield
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    gen_kwargs: dict[str, Any] = field(default_factory=dict)
+    logits_processors: list[Any] = field(default_factory=list)
+    seed: int | None = None
+    on_text: Callable[[str], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class GenerationResult:
+    new_ids: list[int]
+    stopped_by_eos: bool
+    cancelled: bool
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    ids = eos if isinstance(eos, list) else [eos]
+    return {int(i) for i in ids if i is not None}
+
+
+def generate_base(
+    holder: ModelHolder, prefix_cache: PrefixCache, stats: CacheStats, req: GenerationRequest
+) -> GenerationResult:
+    """Generate with the base model, reusing and then storing the KV prefix cache.
+
+    Holds the model lock for the whole call. On any failure the checked-out cache is dropped,
+    never stored back half-extended.
+    """
+    model, tokenizer = holder.model, holder.tokenizer
+    device = model.device
+    with holder.lock:
+        holder.assert_base()
+        cache, reused = prefix_cache.take(req.prompt_ids)
+        if cache is None:
+            cache = new_cache(model)
+        ids = torch.tensor([req.prompt_ids], device=device)
+        kwargs = dict(req.gen_kwargs)
+        if kwargs.get("stop_strings"):
+            kwargs["tokenizer"] = tokenizer
+        kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
+        with torch.no_grad(), seeded(req.seed, device):
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                use_cache=True,
+                return_dict_in_generate=True,
+                stopping_criteria=StoppingCriteriaList([_CancelCriteria(req.cancel)]),
+                logits_processor=LogitsProcessorList(req.logits_processors),
+                streamer=_DeltaStreamer(tokenizer, req.on_text) if req.on_text else None,
+                **{cache_kwarg_name(model): cache},
+                **kwargs,
+            )
+        sequence = out.sequences[0]
+        stats.record(prefilled=len(req.prompt_ids) - reused, reused=reused)
+        final_cache = output_cache(out)
+        if final_cache is not None and not req.cancel.is_set():
+            prefix_cache.store(sequence, final_cache)
+    new_ids = sequence[len(req.prompt_ids):].tolist()
+    return GenerationResult(
+        new_ids=new_ids,
+        stopped_by_eos=bool(new_ids) and new_ids[-1] in _eos_ids(model, tokenizer),
+        cancelled=req.cancel.is_set(),
+    )

@@ -1,0 +1,392 @@
+"""``LocalHFBackend``: a transformers model on CPU or GPU behind the ``Backend`` interface.
+
+This module only wires the stages together: rendering (context -> token ids), generation (a
+worker thread with KV prefix reuse), parsing (text -> content, thinking, tool calls) and the
+adapters. Each stage lives in its own module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mellea_local.adapters import AdapterSource, resolve_adapter
+from mellea_local.backends.adapter_calls import adapter_generate, last_logits
+from mellea_local.backends.adapter_registry import (
+    Adapter,
+    check_tokenizer_fit,
+    check_weight_fit,
+    describe,
+    intrinsic_of,
+)
+from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
+from mellea_local.backends.generation import GenerationRequest, GenerationResult, generate_base
+from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
+from mellea_local.backends.loading import load_pretrained, resolve_device, resolve_dtype
+from mellea_local.backends.model_holder import ModelHolder
+from mellea_local.backends.stats import CacheStats
+from mellea_local.core.backend import Backend
+from mellea_local.core.component import Span
+from mellea_local.core.context import Context
+from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.core.tool_call import ModelToolCall
+from mellea_local.errors import AdapterError, AdapterNotFoundError
+from mellea_local.messages import Message
+from mellea_local.options import ModelOption, merge_options, split_options
+from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
+from mellea_local.rendering import collect_tools, render_prompt_ids, to_chat_messages
+from mellea_local.rendering.chat import to_message_dicts
+from mellea_local.rendering.prompt import check_text_only
+
+logger = logging.getLogger(__name__)
+
+_THINK_OPEN = "<think>"
+
+
+class LocalHFBackend(Backend):
+    """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
+
+    ``model`` is a local folder or a hub id (the hub cache is honoured; with
+    ``HF_HUB_OFFLINE=1`` a missing model fails at once). Weights load from safetensors only
+    unless ``allow_pickle=True``; remote code runs only with ``trust_remote_code=True``.
+    ``kv_cache_tokens`` bounds the prefix cache (0 disables reuse).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        model_options: dict[str, Any] | None = None,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+        allow_pickle: bool = False,
+        kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
+    ) -> None:
+        dev = resolve_device(device)
+        lm, tokenizer = load_pretrained(
+            model,
+            device=dev,
+            dtype=resolve_dtype(dtype, dev),
+            revision=revision,
+            trust_remote_code=trust_remote_code,
+            allow_pickle=allow_pickle,
+        )
+        self._init(lm, tokenizer, str(model), model_options, kv_cache_tokens)
+
+    @classmethod
+    def from_loaded(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str | None = None,
+        model_options: dict[str, Any] | None = None,
+        kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
+    ) -> LocalHFBackend:
+        """Wrap a model and tokenizer you already loaded (no copy; the backend owns them now)."""
+        self = cls.__new__(cls)
+        name = model_id or getattr(model.config, "name_or_path", None) or type(model).__name__
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model.eval()
+        self._init(model, tokenizer, name, model_options, kv_cache_tokens)
+        return self
+
+    def _init(
+        self,
+        model: Any,
+        tokenizer: Any,
+        model_id: str,
+        model_options: dict[str, Any] | None,
+        kv_cache_tokens: int,
+    ) -> None:
+        self.model_id = model_id
+        self.model_options = dict(model_options or {})
+        self._holder = ModelHolder(model, tokenizer)
+        self._prefix_cache = PrefixCache(kv_cache_tokens)
+        self._adapters: dict[str, Adapter] = {}
+        self.stats = CacheStats()
+
+    # ----- introspection -------------------------------------------------------------------
+
+    @property
+    def model(self) -> Any:
+        return self._holder.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._holder.tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return self._holder.model.device
+
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        return self._prefix_cache
+
+    @property
+    def base_model_name(self) -> str:
+        return Path(self.model_id.rstrip("/")).name
+
+    # ----- rendering -----------------------------------------------------------------------
+
+    def render(
+        self,
+        action: Span | None,
+        ctx: Context,
+        *,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+        add_generation_prompt: bool = True,
+    ) -> tuple[list[int], dict[str, tuple[Any, dict[str, Any]]], dict[str, Any]]:
+        """Token ids for ``ctx`` + ``action``, the tools offered, and the generate() kwargs.
+
+        Public so callers (benchmarks, the CLI) can see exactly what the model will read.
+        """
+        opts = merge_options(self.model_options, model_options)
+        view = list(ctx.view_for_generation() or [])
+        entries = [*view, action] if action is not None else view
+        messages = to_chat_messages(entries)
+        system = opts.get(ModelOption.SYSTEM_PROMPT)
+        if system:
+            messages.insert(0, Message("system", str(system)))
+        check_text_only(messages, self.model_id)
+        tools = collect_tools(opts.get(ModelOption.TOOLS), view, action) if tool_calls else {}
+        gen_kwargs, tmpl_kwargs = split_options(opts, self.tokenizer.chat_template)
+        ids = render_prompt_ids(
+            self.tokenizer,
+            to_message_dicts(messages),
+            [spec for _, spec in tools.values()] or None,
+            tmpl_kwargs,
+            add_generation_prompt=add_generation_prompt,
+        )
+        return ids, tools, gen_kwargs
+
+    # ----- generation ----------------------------------------------------------------------
+
+    async def generate_from_context(
+        self,
+        action: Span,
+        ctx: Context,
+        *,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+    ) -> tuple[ModelOutputThunk[Any], Context]:
+        if format is not None and tool_calls:
+            logger.warning("format= constrains the output to JSON; tool calling is turned off")
+            tool_calls = False
+        opts = merge_options(self.model_options, model_options)
+        ids, tools, gen_kwargs = self.render(
+            action, ctx, model_options=model_options, tool_calls=tool_calls
+        )
+        processors: list[Any] = []
+        if format is not None:
+            processors.append(GrammarLogitsProcessor(
+                self.tokenizer,
+                json_schema_grammar(format.model_json_schema()),
+                vocab_size=self.model.get_output_embeddings().weight.shape[0],
+                prompt_len=len(ids),
+            ))
+        mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
+        request = GenerationRequest(
+            prompt_ids=ids,
+            gen_kwargs=gen_kwargs,
+            logits_processors=processors,
+            seed=opts.get(ModelOption.SEED),
+            on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
+        )
+        thinking_started = self._prompt_opens_thinking(ids)
+        result: list[GenerationResult] = []
+
+        def post_process(out: ModelOutputThunk[Any]) -> None:
+            self._finish_thunk(out, result[0], request, tools, format, thinking_started,
+                              tool_calls)
+
+        mot._start_generation(action=action, cancel_hook=request.cancel.set,
+                              post_process=post_process)
+
+        def work() -> None:
+            try:
+                result.append(generate_base(self._holder, self._prefix_cache, self.stats, request))
+            except BaseException as exc:
+                mot._push_error(exc)
+            else:
+                mot._push_done()
+
+        # A plain thread, not the default executor: a cancelled call must not pin an executor
+        # slot, and the model lock already serialises the work.
+        threading.Thread(target=work, name="mellea-local-generate", daemon=True).start()
+        return mot, ctx.add(action).add(mot)
+
+    def _prompt_opens_thinking(self, ids: list[int]) -> bool:
+        tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=False)
+        return tail.rstrip().endswith(_THINK_OPEN)
+
+    def _finish_thunk(
+        self,
+        mot: ModelOutputThunk[Any],
+        gen: GenerationResult,
+        request: GenerationRequest,
+        tools: Mapping[str, tuple[Any, dict[str, Any]]],
+        format: type[Any] | None,
+        thinking_started: bool,
+        request_tools: bool,
+    ) -> None:
+        text = self.tokenizer.decode(gen.new_ids, skip_special_tokens=True)
+        stop_strings = request.gen_kwargs.get("stop_strings") or []
+        hit_stop = next((s for s in stop_strings if text.endswith(s)), None)
+        if hit_stop:
+            text = text[: -len(hit_stop)]
+        mot.meta["raw_text"] = text
+        mot.usage = {
+            "prompt_tokens": len(request.prompt_ids),
+            "completion_tokens": len(gen.new_ids),
+            "total_tokens": len(request.prompt_ids) + len(gen.new_ids),
+        }
+        if format is not None:
+            mot.value = text
+            mot.parsed_repr = format.model_validate_json(text)
+            mot.finish_reason = "stop" if gen.stopped_by_eos else "length"
+            return
+        # With tool calling on, a call to an undeclared tool is an error the agent loop reports
+        # back ({} = "no tools"); with it off, tool-call-looking text is checked only as JSON.
+        specs = {name: spec["function"] for name, (_, spec) in tools.items()}
+        parsed: ParsedResponse = parse_with_tokenizer(
+            text, self.tokenizer, tools=specs if request_tools else None,
+            thinking_started=thinking_started,
+        )
+        mot.value = parsed.content
+        mot.thinking = parsed.thinking
+        if parsed.tool_calls:
+            mot.tool_calls = _tool_call_map(parsed, tools)
+        if parsed.truncated_thinking or not (gen.stopped_by_eos or hit_stop or gen.cancelled):
+            mot.finish_reason = "length"
+        elif parsed.tool_calls:
+            mot.finish_reason = "tool_calls"
+        else:
+            mot.finish_reason = "stop"
+
+
+    # ----- adapters ------------------------------------------------------------------------
+
+    @property
+    def adapters(self) -> dict[str, Adapter]:
+        """Loaded adapters by name (a copy)."""
+        return dict(self._adapters)
+
+    def add_adapter(
+        self,
+        source: AdapterSource,
+        *,
+        name: str | None = None,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
+    ) -> Adapter:
+        """Load an adapter folder, or an intrinsic (e.g. ``"requirement-check"``) by name.
+
+        An intrinsic name is looked up in the adapter libraries (``roots``, default: the
+        bundled ones) for this base model, preferring an aLoRA. The adapter must fit this
+        model and tokenizer; a clash of names is an error.
+        """
+        resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
+        kind = resolved.kind.value
+        name = name or f"{intrinsic_of(resolved) or resolved.path.name}_{kind}"
+        if name in self._adapters:
+            raise AdapterError(
+                f"An adapter named {name!r} is already loaded on this backend; pass name=."
+            )
+        check_tokenizer_fit(resolved, self.tokenizer)
+        check_weight_fit(resolved, self.model)
+        with self._holder.lock:
+            try:
+                self._holder.load_adapter(resolved.path, name)
+            except AdapterError:
+                raise
+            except Exception as exc:
+                raise AdapterError(
+                    f"PEFT could not load the adapter at {resolved.path} onto {self.model_id}: "
+                    f"{exc}"
+                ) from exc
+        adapter = describe(resolved, name)
+        self._adapters[name] = adapter
+        return adapter
+
+    def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
+        """The adapter serving ``intrinsic``: the one named, else an aLoRA, else a LoRA."""
+        if name is not None:
+            adapter = self._adapters.get(name)
+            if adapter is None:
+                raise AdapterNotFoundError(
+                    f"No adapter named {name!r} is loaded (loaded: {sorted(self._adapters)})."
+                )
+            return adapter
+        serving = [a for a in self._adapters.values() if a.intrinsic == intrinsic]
+        if not serving:
+            raise AdapterNotFoundError(
+                f"No adapter for intrinsic {intrinsic!r} is loaded; call "
+                f"backend.add_adapter({intrinsic!r}) or pass an adapter folder."
+            )
+        return min(serving, key=lambda a: not a.is_alora)
+
+    def supports_intrinsic(self, name: str) -> bool:
+        return any(a.intrinsic == name for a in self._adapters.values())
+
+    async def adapter_last_logits(
+        self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
+        reuse: bool = True,
+    ) -> torch.Tensor:
+        """Next-token logits after each row with ``adapter`` on (see ``adapter_calls``)."""
+        return await asyncio.to_thread(
+            last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows, shared,
+            reuse=reuse,
+        )
+
+    async def adapter_generate(
+        self, adapter: Adapter, ids: Sequence[int], shared: int, *,
+        processors: Sequence[Any] = (), max_new_tokens: int = 16, reuse: bool = True,
+    ) -> tuple[list[int], list[torch.Tensor]]:
+        """Greedy generation with ``adapter`` on; new ids and processed scores per step."""
+        return await asyncio.to_thread(
+            adapter_generate, self._holder, self._prefix_cache, self.stats, adapter, ids,
+            shared, processors=processors, max_new_tokens=max_new_tokens, reuse=reuse,
+        )
+
+    async def score_requirements(
+        self,
+        ctx: Context,
+        descriptions: Sequence[str],
+        *,
+        intrinsic_name: str = "requirement-check",
+        model_options: dict[str, Any] | None = None,
+    ) -> list[str]:
+        from mellea_local.intrinsics.requirement_check import check_outputs
+
+        return await check_outputs(
+            self, ctx, descriptions, adapter=self.adapter_for(intrinsic_name)
+        )
+
+def _tool_call_map(
+    parsed: ParsedResponse, tools: Mapping[str, tuple[Any, dict[str, Any]]]
+) -> dict[str, ModelToolCall]:
+    """Calls keyed by tool name in call order; a repeated name gets a ``#2``-style suffix."""
+    calls: dict[str, ModelToolCall] = {}
+    for call in parsed.tool_calls:
+        key, n = call.name, 1
+        while key in calls:
+            n += 1
+            key = f"{call.name}#{n}"
+        tool = tools.get(call.name, (None, None))[0]
+        calls[key] = ModelToolCall(
+            call.name, tool, dict(call.arguments), tool_call_id=call.id, error=call.error
+        )
+    return calls

@@ -1,0 +1,168 @@
+"""Model options: backend-neutral names and the two allowlists that route them.
+
+A user option can mean three things to a Hugging Face backend: something we interpret
+ourselves (tools, system prompt, streaming), a ``generate()`` keyword, or a variable of the
+tokenizer's chat template. Sending one to the wrong place either crashes (``generate`` rejects
+``enable_thinking``) or silently does nothing (a template never sees ``temperature``), so each
+option is routed through an explicit allowlist instead of being forwarded wholesale.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class ModelOption:
+    """Backend-neutral option names.
+
+    The ``@@@`` sentinels mark options the backend interprets itself; ``TEMPERATURE`` is a plain
+    name because every backend forwards it unchanged.
+    """
+
+    TEMPERATURE = "temperature"
+    MAX_NEW_TOKENS = "@@@max_new_tokens@@@"
+    SEED = "@@@seed@@@"
+    STOP_SEQUENCES = "@@@stop@@@"
+    SYSTEM_PROMPT = "@@@system_prompt@@@"
+    THINKING = "@@@thinking@@@"
+    TOOLS = "@@@tools@@@"
+    STREAM = "@@@stream@@@"
+
+
+# Plain spellings users write, mapped onto the sentinels.
+_ALIASES: dict[str, str] = {
+    "max_new_tokens": ModelOption.MAX_NEW_TOKENS,
+    "seed": ModelOption.SEED,
+    "stop": ModelOption.STOP_SEQUENCES,
+    "stop_strings": ModelOption.STOP_SEQUENCES,
+    "system": ModelOption.SYSTEM_PROMPT,
+    "tools": ModelOption.TOOLS,
+    "stream": ModelOption.STREAM,
+    "thinking": ModelOption.THINKING,
+    "think": ModelOption.THINKING,
+    "enable_thinking": ModelOption.THINKING,
+}
+
+# Template variables the renderer owns; a user option must never override them.
+_TEMPLATE_RESERVED = frozenset(
+    {"messages", "tools", "documents", "add_generation_prompt", "raise_exception",
+     "strftime_now", "bos_token", "eos_token", "pad_token", "unk_token", "tokenize"}
+)
+
+# generate() keywords the backend sets itself (inputs, cache, streaming, constraints).
+_GENERATE_RESERVED = frozenset(
+    {"inputs", "input_ids", "attention_mask", "past_key_values", "cache", "streamer",
+     "logits_processor", "stopping_criteria", "generation_config",
+     "synced_gpus", "assistant_model", "custom_generate", "use_cache", "return_dict_in_generate",
+     "tokenizer", "stop_strings", "max_new_tokens", "kwargs", "self"}
+)
+
+# Template variables that switch on a thinking trace, in order of preference.
+THINKING_TEMPLATE_VARS = ("enable_thinking", "thinking", "think")
+
+
+def merge_options(
+    defaults: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Merge backend defaults with call options (the call wins), normalising aliases.
+
+    Normalising before merging matters: a default ``seed`` and a call ``ModelOption.SEED`` are
+    the same option, so the call's value must replace the default's.
+    """
+    merged: dict[str, Any] = {}
+    for source in (defaults or {}, overrides or {}):
+        for key, value in source.items():
+            merged[_ALIASES.get(key, key)] = value
+    return merged
+
+
+@functools.cache
+def generate_kwarg_names() -> frozenset[str]:
+    """Keywords ``model.generate`` accepts from users: GenerationConfig fields, minus ours."""
+    from transformers import GenerationConfig, GenerationMixin
+
+    names = set(GenerationConfig().to_dict())
+    names |= set(inspect.signature(GenerationMixin.generate).parameters)
+    return frozenset(names - _GENERATE_RESERVED - {"transformers_version"})
+
+
+@functools.cache
+def template_variables(chat_template: str | None) -> frozenset[str]:
+    """Variables a Jinja chat template reads but does not define itself.
+
+    A template that cannot be parsed forwards nothing (logged) rather than guessing.
+    """
+    if not isinstance(chat_template, str):
+        return frozenset()
+    import jinja2
+    import jinja2.meta
+
+    env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
+    try:
+        ast = env.parse(chat_template)
+    except jinja2.TemplateSyntaxError as exc:
+        logger.warning("chat template cannot be parsed (%s); forwarding no template options", exc)
+        return frozenset()
+    return frozenset(jinja2.meta.find_undeclared_variables(ast))
+
+
+def split_options(
+    options: Mapping[str, Any], chat_template: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route merged options into ``(generate_kwargs, template_kwargs)``.
+
+    Sentinels are translated (MAX_NEW_TOKENS, STOP_SEQUENCES, THINKING, SEED, TEMPERATURE);
+    other sentinels are the caller's business and are dropped here. Unknown keys go wherever
+    an allowlist accepts them, and are dropped with a debug log otherwise.
+    """
+    gen_names = generate_kwarg_names()
+    tmpl_names = template_variables(chat_template) - _TEMPLATE_RESERVED
+    gen: dict[str, Any] = {}
+    tmpl: dict[str, Any] = {}
+    for key, value in options.items():
+        if key == ModelOption.MAX_NEW_TOKENS:
+            gen["max_new_tokens"] = int(value)
+        elif key == ModelOption.STOP_SEQUENCES:
+            if value:
+                gen["stop_strings"] = [value] if isinstance(value, str) else list(value)
+        elif key == ModelOption.THINKING:
+            target = next((v for v in THINKING_TEMPLATE_VARS if v in tmpl_names), None)
+            if target is None:
+                if value:
+                    logger.debug("THINKING requested but the chat template declares no switch")
+            else:
+                tmpl[target] = bool(value)
+        elif key.startswith("@@@"):
+            continue
+        elif key in gen_names:
+            gen[key] = value
+        elif key in tmpl_names:
+            tmpl[key] = value
+        else:
+            logger.debug("option %r matches neither generate() nor the chat template; dropped", key)
+    _sampling_rules(gen, options)
+    return gen, tmpl
+
+
+def _sampling_rules(gen: dict[str, Any], options: Mapping[str, Any]) -> None:
+    """Temperature 0 means greedy; a positive temperature or a seed means sampling.
+
+    transformers silently ignores temperature and seed unless ``do_sample`` is set, and raises
+    on ``temperature=0`` with sampling on, so both are settled here explicitly.
+    """
+    temperature = gen.get("temperature")
+    if temperature is not None and float(temperature) == 0.0:
+        gen.pop("temperature")
+        gen["do_sample"] = False
+        for key in ("top_p", "top_k", "min_p", "typical_p"):
+            gen.pop(key, None)
+    elif "do_sample" not in gen and (
+        temperature is not None or options.get(ModelOption.SEED) is not None
+    ):
+        gen["do_sample"] = True
