@@ -96,3 +96,18 @@ class IntrinsicOutputError(MelleaLocalError, ValueError):
 
 class EmbeddedModelError(MelleaLocalError, ValueError):
     """The embedded model family cannot be built as asked (sizes that do not fit together)."""
+
+
+class ToolArgumentsError(ToolError):
+    """A tool call's arguments break the tool's parameters; ``problems`` lists each one.
+
+    The agent loop shows the message to the model as the observation, so it names every problem
+    and restates the parameters the call must match.
+    """
+
+    def __init__(self, message: str, problems: Iterable[str]) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.problems))

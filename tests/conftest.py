@@ -12,7 +12,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import pytest  # noqa: E402
+import pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -28,3 +28,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- The tiny embedded model family (mellea_local.embedded) ------------------------------------
+# Session-scoped and SHARED by every test: never mutate these objects (no training, no
+# PeftModel.from_pretrained / get_peft_model on `tiny_model`, which patch the base in place).
+# Build a private copy with `mellea_local.embedded.build_model(tiny_tokenizer, ...)` or load one
+# from `tiny_model_dir` instead.
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The embedded family's tokenizer (chat and response templates included)."""
+    from mellea_local.embedded import build_tokenizer
+
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_tokenizer):
+    """A random-init Llama (hidden 64, 2 layers, seed 0) in eval mode, on the CPU."""
+    from mellea_local.embedded import build_model
+
+    return build_model(tiny_tokenizer, hidden_size=64, num_layers=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tiny_model, tiny_tokenizer, tmp_path_factory):
+    """A folder holding `tiny_model` and `tiny_tokenizer` as `from_pretrained` reads them."""
+    from mellea_local.embedded import save
+
+    return save(tiny_model, tiny_tokenizer, tmp_path_factory.mktemp("tiny-llama"))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import torch
 
 from mellea_local.adapters import AdapterSource, resolve_adapter
@@ -37,7 +38,7 @@ from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import AdapterError, AdapterNotFoundError
+from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, merge_options, split_options
 from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
@@ -256,8 +257,16 @@ class LocalHFBackend(Backend):
         }
         if format is not None:
             mot.value = text
-            mot.parsed_repr = format.model_validate_json(text)
             mot.finish_reason = "stop" if gen.stopped_by_eos else "length"
+            try:
+                mot.parsed_repr = format.model_validate_json(text)
+            except pydantic.ValidationError as exc:
+                hint = ("it was cut off at the token limit; raise ModelOption.MAX_NEW_TOKENS"
+                        if mot.finish_reason == "length" else "the grammar let it through")
+                raise ComponentParseError(
+                    f"The output does not validate as {format.__name__}: {hint}. "
+                    f"({exc.error_count()} error(s); text: {text[:200]!r})"
+                ) from exc
             return
         # With tool calling on, a call to an undeclared tool is an error the agent loop reports
         # back ({} = "no tools"); with it off, tool-call-looking text is checked only as JSON.

@@ -1,0 +1,42 @@
+"""Core types: blocks, components, thunks, contexts, compactors and the Backend interface."""
+
+from mellea_local.core.backend import Backend
+from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
+from mellea_local.core.compactor import (
+    Compactor,
+    PinPredicate,
+    WindowCompactor,
+    pin_nothing,
+    pin_system,
+    pin_system_and_initial_user,
+)
+from mellea_local.core.component import Component, Span, TemplateRepresentation, parse
+from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
+from mellea_local.core.thunk import ComputedModelOutputThunk, ModelOutputThunk
+from mellea_local.core.tool_call import ModelToolCall
+
+__all__ = [
+    "AudioBlock",
+    "AudioUrlBlock",
+    "Backend",
+    "CBlock",
+    "ChatContext",
+    "Compactor",
+    "Component",
+    "ComputedModelOutputThunk",
+    "Context",
+    "ContextTurn",
+    "ImageBlock",
+    "ImageUrlBlock",
+    "ModelOutputThunk",
+    "ModelToolCall",
+    "PinPredicate",
+    "SimpleContext",
+    "Span",
+    "TemplateRepresentation",
+    "WindowCompactor",
+    "parse",
+    "pin_nothing",
+    "pin_system",
+    "pin_system_and_initial_user",
+]

@@ -1,0 +1,65 @@
+"""The interface every backend implements.
+
+Two entry points: ``generate_from_context`` (one generation for an action, given a context)
+and ``score_requirements`` (a batch of requirement checks through an intrinsic adapter). The
+requirements layer decides which to call; a backend only says what it can do
+(``supports_intrinsic``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mellea_local.core.component import Span
+    from mellea_local.core.context import Context
+    from mellea_local.core.thunk import ModelOutputThunk
+
+
+class Backend(abc.ABC):
+    """A model that turns a context plus an action into an output."""
+
+    # Route plain Requirements to the requirement-check adapter when one is available
+    # (instead of asking the model for a yes/no answer).
+    default_to_constraint_checking_alora: bool = True
+
+    @abc.abstractmethod
+    async def generate_from_context(
+        self,
+        action: Span,
+        ctx: Context,
+        *,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+    ) -> tuple[ModelOutputThunk[Any], Context]:
+        """Start generating the answer to ``action`` after ``ctx``.
+
+        Returns the (possibly still streaming) thunk and the new context
+        ``ctx.add(action).add(thunk)``. ``format`` is a pydantic model the output must match;
+        ``tool_calls`` lets the model call the tools declared in the context and action.
+        """
+
+    def supports_intrinsic(self, name: str) -> bool:
+        """Whether ``score_requirements(..., intrinsic_name=name)`` can run here."""
+        return False
+
+    async def score_requirements(
+        self,
+        ctx: Context,
+        descriptions: Sequence[str],
+        *,
+        intrinsic_name: str = "requirement-check",
+        model_options: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Judge the last output in ``ctx`` against each description, as one batch.
+
+        Returns, per description and in order, the intrinsic's JSON text
+        ``{"requirement_check": {"score": p}}``; ``requirement_check_to_bool`` reads it.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot score requirements with {intrinsic_name!r}; use a "
+            "backend whose supports_intrinsic() accepts it, or an LLMaJRequirement."
+        )

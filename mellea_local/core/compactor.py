@@ -1,0 +1,89 @@
+"""Compactors shorten a context's history; pin predicates say what must never be dropped.
+
+A pin predicate looks at the entries (oldest first) and returns how many leading entries are
+pinned. A compactor returns either the same context or a smaller one of the same type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from mellea_local.core.component import Span
+    from mellea_local.core.context import Context
+
+C = TypeVar("C", bound="Context")
+
+PinPredicate = Callable[[list["Span"]], int]
+
+
+class Compactor(Protocol[C]):
+    """Anything with ``compact(ctx) -> ctx`` (synchronous; hide async work inside)."""
+
+    def compact(self, ctx: C) -> C: ...
+
+
+def _has_role(span: Any, role: str) -> bool:
+    from mellea_local.messages import Message  # messages imports core: import late
+
+    return isinstance(span, Message) and span.role == role
+
+
+def pin_nothing(spans: list[Span]) -> int:
+    """Pin nothing: every entry may be dropped."""
+    return 0
+
+
+def pin_system(spans: list[Span]) -> int:
+    """Pin the leading run of system messages (the instructions the model runs under)."""
+    n = 0
+    while n < len(spans) and _has_role(spans[n], "system"):
+        n += 1
+    return n
+
+
+def pin_system_and_initial_user(spans: list[Span]) -> int:
+    """Pin the leading system messages plus the first user message right after them."""
+    n = pin_system(spans)
+    if n < len(spans) and _has_role(spans[n], "user"):
+        n += 1
+    return n
+
+
+class WindowCompactor:
+    """Keep the pinned prefix plus the newest ``size`` entries.
+
+    The result can hold more than ``size`` entries: the pinned ones are extra by design.
+    """
+
+    def __init__(self, size: int, pin_predicate: PinPredicate = pin_system) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(
+                f"WindowCompactor size must be an int >= 0, got {size!r}; 0 keeps only the "
+                "pinned entries."
+            )
+        self.size = size
+        self.pin_predicate = pin_predicate
+
+    def compact(self, ctx: C) -> C:
+        spans = ctx.as_list()
+        if spans is None:
+            raise ValueError(
+                f"WindowCompactor needs a linear history; {type(ctx).__name__} is not linear."
+            )
+        pinned = self.pin_predicate(spans)
+        if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
+            raise ValueError(
+                f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
+                "how many leading entries to pin, an int from 0 to len(spans)."
+            )
+        body = spans[pinned:]
+        if len(body) <= self.size:
+            return ctx
+        kept = spans[:pinned] + (body[-self.size :] if self.size else [])
+        return ctx.with_history(kept)
+
+    def __repr__(self) -> str:
+        pin = getattr(self.pin_predicate, "__name__", repr(self.pin_predicate))
+        return f"WindowCompactor(size={self.size}, pin_predicate={pin})"
