@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache, LogitsProcessorList
+from transformers import LogitsProcessorList
 
 from mellea_local.backends.adapter_registry import Adapter
 from mellea_local.backends.cache_compat import (
@@ -58,43 +58,48 @@ def require_invocation(adapter: Adapter, fed: Sequence[int]) -> None:
 
 @dataclass
 class _Prefix:
-    """The base cache for ``ids[:length]`` checked out for one call (None: no reuse)."""
+    """A cache checked out for one call, holding the K/V of the first ``reused`` tokens."""
 
     cache: Any
-    length: int
     reused: int
 
 
-def _checkout(
-    holder: ModelHolder, prefix_cache: PrefixCache, ids: Sequence[int], shared: int,
-    *, extend: bool,
-) -> _Prefix:
-    """Take the longest cached prefix of ``ids[:shared]``; with ``extend``, prefill the rest.
-
-    The rest is prefilled by the *base* model, so the cache stays base-only.
-    """
+def _checkout(prefix_cache: PrefixCache, model: Any, ids: Sequence[int], shared: int) -> _Prefix:
+    """Take the longest cached prefix of ``ids[:shared]`` (a fresh cache on a miss)."""
     # Keyed one token past the prefix: take() keeps one token uncached, so reused <= shared.
     cache, reused = prefix_cache.take(list(ids[: shared + 1]))
-    if cache is None:
-        cache = new_cache(holder.model)
-    length = reused
-    if extend and reused < shared:
-        holder.assert_base()
-        holder.model(
-            input_ids=torch.tensor([list(ids[reused:shared])], device=holder.model.device),
-            use_cache=True, **{cache_kwarg_name(holder.model): cache},
-        )
-        length = shared
-    return _Prefix(cache, length, reused)
+    return _Prefix(cache if cache is not None else new_cache(model), reused)
 
 
-def _repeat(cache: Any, k: int, model: Any) -> DynamicCache:
-    """A new cache holding ``k`` copies of a one-row cache (the original stays untouched)."""
-    out = new_cache(model)
-    for idx, layer in enumerate(cache.layers):
-        out.update(layer.keys.repeat_interleave(k, dim=0),
-                   layer.values.repeat_interleave(k, dim=0), idx)
-    return out
+def _shared_batch(
+    prefix: list[int], suffixes: list[list[int]], past: int, device: torch.device
+) -> dict[str, Any]:
+    """One row holding ``prefix`` then every suffix, each suffix blind to the others.
+
+    Every suffix attends to the past (cached) tokens, to ``prefix`` and causally to itself, at
+    the positions it would have alone: k checks cost one forward over their own tokens, with no
+    copy of the cache. Exact: attention only ever sees what a lone check would see.
+    """
+    p = len(prefix)
+    q = p + sum(len(s) for s in suffixes)
+    mask = torch.zeros(1, 1, q, past + q, dtype=torch.bool, device=device)
+    mask[0, 0, :, : past + p] = True
+    mask[0, 0, :p, past : past + p] = torch.tril(torch.ones(p, p, dtype=torch.bool))
+    positions = [past + i for i in range(p)]
+    last, at = [], p
+    for s in suffixes:
+        n = len(s)
+        mask[0, 0, at : at + n, past + at : past + at + n] = torch.tril(
+            torch.ones(n, n, dtype=torch.bool))
+        positions += [past + p + i for i in range(n)]
+        at += n
+        last.append(at - 1)
+    return {
+        "input_ids": torch.tensor([prefix + [t for s in suffixes for t in s]], device=device),
+        "position_ids": torch.tensor([positions], device=device),
+        "attention_mask": mask,
+        "logits_to_keep": torch.tensor(last, device=device),
+    }
 
 
 def last_logits(
@@ -109,38 +114,46 @@ def last_logits(
 ) -> torch.Tensor:
     """Next-token logits after each row, computed with ``adapter`` active: shape ``[k, vocab]``.
 
-    All rows share their first ``shared`` tokens (the conversation up to the invocation). With
-    ``reuse`` (aLoRA only) the base cache of that prefix is reused and kept base-only; several
-    rows then run as one batch over k copies of it, right-padded (causal attention never lets a
-    real token see the padding after it).
+    All rows share their first ``shared`` tokens (the conversation, up to the invocation for
+    an aLoRA). With ``reuse`` (aLoRA only) the base cache of that prefix is reused and left
+    base-only. Several rows run as one forward: the shared part once, then each suffix.
     """
+    invocation = list(adapter.invocation_tokens or ())
+    suffixes = [list(r[shared:]) for r in rows]
+    if len(rows) > 1 and adapter.is_alora and not all(
+        find_run(s, invocation) == 0 and find_run(s[1:], invocation) < 0 for s in suffixes
+    ):
+        # One offset must serve every suffix; if a requirement repeats the invocation, PEFT
+        # would start the adapter there, so run such checks one by one instead.
+        return torch.cat([last_logits(holder, prefix_cache, stats, adapter, [r], shared,
+                                      reuse=reuse) for r in rows])
     reuse = reuse and adapter.is_alora and prefix_cache.enabled
     model, kw = holder.model, cache_kwarg_name(holder.model)
-    pad = holder.tokenizer.pad_token_id or 0
     with holder.lock, torch.no_grad():
         holder.assert_base()
-        prefix = (_checkout(holder, prefix_cache, rows[0], shared, extend=len(rows) > 1)
-                  if reuse else None)
-        start = prefix.length if prefix else 0
-        fed = [list(r[start:]) for r in rows]
-        for f in fed:
-            require_invocation(adapter, f)
-        width = max(len(f) for f in fed)
-        batch = torch.tensor([f + [pad] * (width - len(f)) for f in fed], device=model.device)
-        kwargs: dict[str, Any] = {"use_cache": prefix is not None}
-        if prefix is not None:
-            kwargs[kw] = prefix.cache if len(rows) == 1 else _repeat(prefix.cache, len(rows),
-                                                                       model)
+        if reuse:
+            prefix = _checkout(prefix_cache, model, rows[0], shared)
+        else:
+            prefix = _Prefix(new_cache(model), 0)
+        head = list(rows[0][prefix.reused : shared])
+        for s in suffixes:
+            require_invocation(adapter, head + s if len(rows) == 1 else s)
+        if len(rows) == 1:
+            kwargs: dict[str, Any] = {
+                "input_ids": torch.tensor([head + suffixes[0]], device=model.device),
+                "logits_to_keep": 1,
+            }
+        else:
+            kwargs = _shared_batch(head, suffixes, prefix.reused, model.device)
+            if adapter.is_alora:
+                kwargs["alora_offsets"] = [sum(map(len, suffixes))]
         with holder.using(adapter.name) as peft:
-            logits = peft(input_ids=batch, **kwargs).logits
-        last = torch.tensor([len(f) - 1 for f in fed], device=model.device)
-        out = logits[torch.arange(len(rows), device=model.device), last].float()
-        if prefix is not None:
+            logits = peft(use_cache=True, **{kw: prefix.cache}, **kwargs).logits[0].float()
+        if reuse:
             crop_to(prefix.cache, shared)  # drop the adapter's K/V: the cache is base-only again
             prefix_cache.store(list(rows[0][:shared]), prefix.cache)
-        stats.record(prefilled=sum(map(len, fed)) + (start - prefix.reused if prefix else 0),
-                     reused=prefix.reused if prefix else 0)
-    return out
+        stats.record(prefilled=len(head) + sum(map(len, suffixes)), reused=prefix.reused)
+    return logits
 
 
 def adapter_generate(
@@ -164,8 +177,8 @@ def adapter_generate(
     model, kw = holder.model, cache_kwarg_name(holder.model)
     with holder.lock, torch.no_grad():
         holder.assert_base()
-        prefix = _checkout(holder, prefix_cache, ids, shared, extend=False) if reuse else None
-        start = prefix.length if prefix else 0
+        prefix = _checkout(prefix_cache, model, ids, shared) if reuse else None
+        start = prefix.reused if prefix else 0
         require_invocation(adapter, ids[start:])
         tensor = torch.tensor([list(ids)], device=model.device)
         kwargs: dict[str, Any] = {kw: prefix.cache if prefix else new_cache(model)}

@@ -90,11 +90,14 @@ def build_check_prompts(
 def _splice_invocation(
     tokenizer: Any, text: str, adapter: Adapter, instruction: str
 ) -> CheckPrompt:
+    turn_start = text.rfind(instruction)
     if not adapter.is_alora:
-        return CheckPrompt(_encode(tokenizer, text), 0)  # a LoRA never shares the cache
+        # A LoRA adapts every token, so nothing is shared with the base cache; within one
+        # batch the conversation is still computed once for all checks.
+        head = _encode(tokenizer, text[: max(turn_start, 0)])
+        return CheckPrompt(head + _encode(tokenizer, text[max(turn_start, 0):]), len(head))
     invocation = list(adapter.invocation_tokens or ())
     inv_text = tokenizer.decode(invocation, skip_special_tokens=False)
-    turn_start = text.rfind(instruction)
     at = text.find(inv_text, max(turn_start, 0))
     if turn_start < 0 or at < 0:
         raise AloraActivationError(

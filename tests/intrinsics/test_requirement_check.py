@@ -113,13 +113,28 @@ async def test_fast_path_equals_constrained_generation(check_backend):
         assert abs(a - b) <= TOL
 
 
-async def test_batched_checks_equal_single_checks(check_backend):
+@pytest.mark.parametrize(("adapter", "reuse"), [
+    ("requirement-check_alora", True), ("requirement-check_alora", False),
+    ("requirement-check_lora", False)])
+async def test_batched_checks_equal_single_checks(check_backend, adapter, reuse):
     ctx = await _conversation(check_backend)
-    batch = await arequirement_checks(ctx, check_backend, REQS)
-    singles = [await arequirement_check(ctx, check_backend, r) for r in REQS]
+    chosen = check_backend.adapters[adapter]
+    batch = _scores(await check_outputs(check_backend, ctx, REQS, adapter=chosen, reuse=reuse))
+    singles = [_scores(await check_outputs(check_backend, ctx, [r], adapter=chosen,
+                                           reuse=reuse))[0] for r in REQS]
     for a, b in zip(batch, singles, strict=True):
         assert abs(a - b) <= TOL
     assert len(set(round(s, 6) for s in batch)) > 1  # different requirements, different scores
+
+
+async def test_batch_prefills_the_conversation_once(check_backend):
+    ctx = await _conversation(check_backend)
+    check_backend.prefix_cache.clear()
+    alora = check_backend.adapter_for("requirement-check")
+    await check_outputs(check_backend, ctx, REQS, adapter=alora)
+    prompts = build_check_prompts(check_backend, ctx, REQS, alora)
+    suffixes = sum(len(p.ids) - p.shared + 4 for p in prompts)
+    assert check_backend.stats.last.prefilled_tokens == prompts[0].shared + suffixes
 
 
 async def test_adapter_changes_the_score(check_backend):
