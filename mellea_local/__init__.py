@@ -53,6 +53,7 @@ from mellea_local.messages import (
     as_generic_chat_history,
     message_from_template_representation,
 )
+from mellea_local.options import ModelOption
 from mellea_local.requirements import (
     ALoraRequirement,
     LLMaJRequirement,
@@ -69,6 +70,31 @@ from mellea_local.requirements import (
     validate,
 )
 
+# Names whose modules import torch/transformers: resolved on first use (PEP 562), so
+# `import mellea_local` stays light for code that only builds contexts and requirements.
+_LAZY = {
+    "LocalHFBackend": "mellea_local.backends.huggingface",
+    "CacheStats": "mellea_local.backends.stats",
+    "PrefixCache": "mellea_local.backends.kv_cache",
+    "Adapter": "mellea_local.backends.adapter_registry",
+    "requirement_check": "mellea_local.intrinsics.requirement_check",
+    "requirement_checks": "mellea_local.intrinsics.requirement_check",
+    "arequirement_check": "mellea_local.intrinsics.requirement_check",
+    "arequirement_checks": "mellea_local.intrinsics.requirement_check",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mellea_local' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 try:
     __version__ = version("mellea-local")
 except PackageNotFoundError:  # running from a source tree that was never installed
@@ -76,6 +102,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "ALoraRequirement",
+    "Adapter",
     "AdapterError",
     "AdapterNotFoundError",
     "AdapterSchemaMismatchError",
@@ -84,6 +111,7 @@ __all__ = [
     "AudioUrlBlock",
     "Backend",
     "CBlock",
+    "CacheStats",
     "ChatContext",
     "Compactor",
     "Component",
@@ -99,12 +127,15 @@ __all__ = [
     "IntrinsicOutputError",
     "KVCacheError",
     "LLMaJRequirement",
+    "LocalHFBackend",
     "MelleaLocalError",
     "Message",
     "ModelLoadError",
+    "ModelOption",
     "ModelOutputThunk",
     "ModelToolCall",
     "PinPredicate",
+    "PrefixCache",
     "Requirement",
     "SimpleContext",
     "Span",
@@ -115,6 +146,8 @@ __all__ = [
     "ValidationResult",
     "WindowCompactor",
     "__version__",
+    "arequirement_check",
+    "arequirement_checks",
     "as_chat_history",
     "as_generic_chat_history",
     "avalidate",
@@ -126,8 +159,10 @@ __all__ = [
     "pin_system_and_initial_user",
     "req",
     "reqify",
+    "requirement_check",
     "requirement_check_score",
     "requirement_check_to_bool",
+    "requirement_checks",
     "simple_validate",
     "validate",
 ]
