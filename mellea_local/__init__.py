@@ -42,6 +42,7 @@ from mellea_local.errors import (
     KVCacheError,
     MelleaLocalError,
     ModelLoadError,
+    ToolArgumentsError,
     ToolError,
     UnsupportedInputError,
 )
@@ -54,6 +55,14 @@ from mellea_local.messages import (
     message_from_template_representation,
 )
 from mellea_local.options import ModelOption
+from mellea_local.react import (
+    MELLEA_FINALIZER_TOOL,
+    LLMSummarizeCompactor,
+    ReactInitiator,
+    ReactThought,
+    pin_react_initiator,
+    react,
+)
 from mellea_local.requirements import (
     ALoraRequirement,
     LLMaJRequirement,
@@ -69,6 +78,18 @@ from mellea_local.requirements import (
     simple_validate,
     validate,
 )
+from mellea_local.sampling import (
+    BaseSamplingStrategy,
+    Instruction,
+    MultiTurnStrategy,
+    RejectionSamplingStrategy,
+    RepairTemplateStrategy,
+    SamplingAttempt,
+    SamplingResult,
+    ainstruct,
+    instruct,
+)
+from mellea_local.tools import AbstractMelleaTool, MelleaTool, tool
 
 # Names whose modules import torch/transformers: resolved on first use (PEP 562), so
 # `import mellea_local` stays light for code that only builds contexts and requirements.
@@ -101,7 +122,9 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0"
 
 __all__ = [
+    "MELLEA_FINALIZER_TOOL",
     "ALoraRequirement",
+    "AbstractMelleaTool",
     "Adapter",
     "AdapterError",
     "AdapterNotFoundError",
@@ -110,6 +133,7 @@ __all__ = [
     "AudioBlock",
     "AudioUrlBlock",
     "Backend",
+    "BaseSamplingStrategy",
     "CBlock",
     "CacheStats",
     "ChatContext",
@@ -124,28 +148,40 @@ __all__ = [
     "IOConfigError",
     "ImageBlock",
     "ImageUrlBlock",
+    "Instruction",
     "IntrinsicOutputError",
     "KVCacheError",
+    "LLMSummarizeCompactor",
     "LLMaJRequirement",
     "LocalHFBackend",
     "MelleaLocalError",
+    "MelleaTool",
     "Message",
     "ModelLoadError",
     "ModelOption",
     "ModelOutputThunk",
     "ModelToolCall",
+    "MultiTurnStrategy",
     "PinPredicate",
     "PrefixCache",
+    "ReactInitiator",
+    "ReactThought",
+    "RejectionSamplingStrategy",
+    "RepairTemplateStrategy",
     "Requirement",
+    "SamplingAttempt",
+    "SamplingResult",
     "SimpleContext",
     "Span",
     "TemplateRepresentation",
+    "ToolArgumentsError",
     "ToolError",
     "ToolMessage",
     "UnsupportedInputError",
     "ValidationResult",
     "WindowCompactor",
     "__version__",
+    "ainstruct",
     "arequirement_check",
     "arequirement_checks",
     "as_chat_history",
@@ -153,10 +189,13 @@ __all__ = [
     "avalidate",
     "check",
     "default_output_to_bool",
+    "instruct",
     "message_from_template_representation",
     "pin_nothing",
+    "pin_react_initiator",
     "pin_system",
     "pin_system_and_initial_user",
+    "react",
     "req",
     "reqify",
     "requirement_check",
@@ -164,5 +203,6 @@ __all__ = [
     "requirement_check_to_bool",
     "requirement_checks",
     "simple_validate",
+    "tool",
     "validate",
 ]

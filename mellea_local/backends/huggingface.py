@@ -384,6 +384,47 @@ class LocalHFBackend(Backend):
             self, ctx, descriptions, adapter=self.adapter_for(intrinsic_name)
         )
 
+    @classmethod
+    def embedded(
+        cls,
+        *,
+        device: str | torch.device = "cpu",
+        model_options: dict[str, Any] | None = None,
+        kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
+    ) -> LocalHFBackend:
+        """The shipped trained model, ``mellea-tiny-chat``, with its requirement-check adapters.
+
+        Nothing is downloaded: the base loads from the package's safetensors and the adapters
+        from the local libraries (the repo's ``adapters/``, or the copy bundled in the wheel),
+        in well under two seconds on a CPU, so demos and end-to-end tests work anywhere. The
+        aLoRA serves ``requirement-check``; the plain LoRA is loaded beside it as
+        ``requirement-check_lora`` for comparisons. float32 always: the adapters were trained
+        against float32 activations and the model is too small for bf16 to pay off.
+        """
+        import mellea_local.embedded as embedded_package
+        from mellea_local.adapters import default_library_roots, find_in_library
+        from mellea_local.errors import ModelLoadError
+
+        weights = Path(embedded_package.__file__).parent / "weights" / "mellea-tiny-chat"
+        if not (weights / "model.safetensors").is_file():
+            raise ModelLoadError(
+                f"The embedded model is missing from {weights}; reinstall mellea-local or "
+                "rebuild it with `python scripts/train_embedded.py`."
+            )
+        backend = cls(weights, device=device, dtype=torch.float32,
+                      model_options=model_options, kv_cache_tokens=kv_cache_tokens)
+        roots = default_library_roots()
+        for kind in ("alora", "lora"):
+            found = find_in_library("requirement-check", weights, roots=roots, kinds=(kind,))
+            if found is None:
+                raise AdapterNotFoundError(
+                    f"The embedded model's requirement-check {kind} is in none of the adapter "
+                    f"libraries {[str(r) for r in roots]}; reinstall mellea-local or rebuild it "
+                    "with `python scripts/train_embedded.py`."
+                )
+            backend.add_adapter(found.path, name=f"requirement-check_{kind}")
+        return backend
+
 def _tool_call_map(
     parsed: ParsedResponse, tools: Mapping[str, tuple[Any, dict[str, Any]]]
 ) -> dict[str, ModelToolCall]:
@@ -396,6 +437,7 @@ def _tool_call_map(
             key = f"{call.name}#{n}"
         tool = tools.get(call.name, (None, None))[0]
         calls[key] = ModelToolCall(
-            call.name, tool, dict(call.arguments), tool_call_id=call.id, error=call.error
+            call.name, tool, dict(call.arguments), tool_call_id=call.id, error=call.error,
+            raw_arguments=call.raw_arguments,
         )
     return calls

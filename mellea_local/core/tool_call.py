@@ -24,6 +24,9 @@ class ModelToolCall:
     args: dict[str, Any] = field(default_factory=dict)
     tool_call_id: str | None = None
     error: str | None = None
+    raw_arguments: str | None = None
+    """The arguments exactly as the model wrote them, when parsed from model text: replaying
+    them keeps the re-rendered history token-identical, so the KV cache reuses the whole turn."""
 
     def _target(self) -> Any:
         if self.error is not None:
@@ -62,11 +65,12 @@ class ModelToolCall:
     def as_chat_dict(self) -> dict[str, Any]:
         """The OpenAI-shaped dict that ``Message.tool_calls`` and chat templates use.
 
-        ``arguments`` stays a dict (a copy): Hugging Face chat templates serialise it
-        themselves, whereas OpenAI's wire format would carry a JSON string.
+        ``arguments`` is the model's own text when known (templates print a string verbatim),
+        else a dict copy that Hugging Face chat templates serialise themselves.
         """
+        arguments: Any = self.raw_arguments if self.raw_arguments is not None else dict(self.args)
         return {
             "id": self.tool_call_id,
             "type": "function",
-            "function": {"name": self.name, "arguments": dict(self.args)},
+            "function": {"name": self.name, "arguments": arguments},
         }

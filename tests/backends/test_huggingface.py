@@ -327,3 +327,18 @@ async def test_second_turn_reuses_the_first_and_matches_no_reuse(tiny_tokenizer)
     first_prompt = reuse.stats.total.prefilled_tokens - reuse.stats.last.prefilled_tokens
     assert reuse.stats.last.reused_tokens >= first_prompt
     assert reuse.stats.cache_hits == 1
+
+
+async def test_a_tool_turn_re_renders_exactly_as_generated(backend):
+    """Compact argument JSON is replayed verbatim, so the next turn reuses the whole turn."""
+    spec = {"name": "add", "description": "Add.", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}}
+    text = '<tool_call>{"name": "add", "arguments": {"a":2,"b":3}}</tool_call>'
+    mot, ctx = await _generate_forced(backend, text, tool_calls=True,
+                                      model_options={ModelOption.TOOLS: [spec]})
+    assert mot.tool_calls["add"].raw_arguments == '{"a":2,"b":3}'
+    ids, _, _ = backend.render(None, ctx, add_generation_prompt=False,
+                               model_options={ModelOption.TOOLS: [spec]}, tool_calls=True)
+    assert backend.tokenizer.decode(ids).endswith(
+        "<|start_of_role|>assistant<|end_of_role|>" + text + "<|end_of_text|>\n")

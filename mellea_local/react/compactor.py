@@ -1,0 +1,195 @@
+"""``LLMSummarizeCompactor``: replace older turns with a summary the model writes.
+
+A compactor is synchronous (``compact(ctx) -> ctx``) but summarising needs the backend, which
+is async. ``compact`` runs the summary on a private event loop: directly when no loop is
+running, otherwise on a worker thread while the caller's loop waits (so it also works when
+``react`` calls it from inside its own loop).
+
+The cut between the summarised part and the kept part is placed so the result is still a
+valid chat: the summary takes the role the pinned prefix does not end with, and the kept part
+starts with the other role, never with a tool result cut off from its call. With the goal
+pinned (a user turn) this gives ``goal (user) -> summary (assistant) -> thought (user) ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mellea_local.core.backend import Backend
+from mellea_local.core.compactor import PinPredicate
+from mellea_local.core.component import Span
+from mellea_local.core.context import Context, SimpleContext
+from mellea_local.messages import Message
+from mellea_local.react.components import pin_react_initiator
+from mellea_local.rendering.chat import to_chat_messages
+
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "SUMMARY_PREFIX", "LLMSummarizeCompactor",
+           "react_summary_prompt"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+C = TypeVar("C", bound=Context)
+
+SUMMARY_PREFIX = "[CONTEXT SUMMARY]\n"
+DEFAULT_SUMMARY_PROMPT = (
+    "Summarise the conversation below so that the work can continue from the summary alone. "
+    "Keep every fact, number, tool result and decision that may still matter; leave out "
+    "repetition and pleasantries.\n\nConversation:\n{conversation}"
+)
+# Programming errors propagate; anything else the backend raises leaves the context as it was.
+_PROPAGATE = (TypeError, AttributeError, AssertionError, LookupError)
+
+
+def react_summary_prompt(goal: str | None = None, max_tokens_hint: int | None = None) -> str:
+    """A summary prompt that keeps ``goal`` in view and optionally bounds the summary's size.
+
+    With neither argument it is ``DEFAULT_SUMMARY_PROMPT``.
+    """
+    head = DEFAULT_SUMMARY_PROMPT.split("\n\nConversation:", 1)[0]
+    lines = [head]
+    if goal:
+        lines.append(f"GOAL: {goal}\nKeep whatever still serves this goal.")
+    if max_tokens_hint is not None and max_tokens_hint > 0:
+        words = int(0.75 * max_tokens_hint)
+        lines.append(f"- Be at most ~{max_tokens_hint} tokens (roughly {words} words).")
+    return "\n\n".join(lines) + "\n\nConversation:\n{conversation}"
+
+
+def _run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, inside or outside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())  # type: ignore[arg-type]
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            box["value"] = asyncio.run(make())  # type: ignore[arg-type]
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=worker, name="mellea-summarize", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def _transcript(spans: list[Span]) -> str:
+    lines = []
+    for m in to_chat_messages(spans):
+        if m.role == "tool":
+            lines.append(f"tool ({getattr(m, 'name', None) or 'unknown'}): {m.content}")
+        elif m.role == "assistant" and m.tool_calls:
+            calls = []
+            for call in m.tool_calls:
+                fn = call.get("function", call)
+                args = fn.get("arguments", {})
+                text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                calls.append(f"{fn.get('name')}({text})")
+            said = f"{m.content} " if m.content.strip() else ""
+            lines.append(f"assistant: {said}[called tools: {', '.join(calls)}]")
+        else:
+            lines.append(f"{m.role}: {m.content}")
+    return "\n".join(lines)
+
+
+class LLMSummarizeCompactor:
+    """Summarise everything but the pinned prefix and the newest ``keep_n`` entries.
+
+    ``pin_predicate`` defaults to ``pin_react_initiator`` (the goal and tools stay); the kept
+    part can hold a few more than ``keep_n`` entries when the cut must move to a turn boundary.
+    ``prompt_template`` must contain ``{conversation}`` (every occurrence is replaced; other
+    braces are left alone). A backend failure logs a warning and returns the context
+    unchanged; programming errors (TypeError, AttributeError, AssertionError, LookupError)
+    propagate.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        keep_n: int = 5,
+        pin_predicate: PinPredicate = pin_react_initiator,
+        prompt_template: str | None = None,
+        model_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(backend, Backend):
+            raise TypeError(
+                f"LLMSummarizeCompactor needs a Backend to write summaries, got "
+                f"{type(backend).__name__}."
+            )
+        if isinstance(keep_n, bool) or not isinstance(keep_n, int) or keep_n < 0:
+            raise ValueError(f"keep_n must be an int >= 0, got {keep_n!r}.")
+        template = DEFAULT_SUMMARY_PROMPT if prompt_template is None else prompt_template
+        if "{conversation}" not in template:
+            raise ValueError(
+                "prompt_template must contain '{conversation}', where the older turns go."
+            )
+        self.backend = backend
+        self.keep_n = keep_n
+        self.pin_predicate = pin_predicate
+        self.prompt_template = template
+        self.model_options = dict(model_options or {})
+
+    def _cut(self, body: list[Span], prev_role: str | None) -> tuple[int, str]:
+        """Where the kept part starts (0: nothing to summarise) and the summary's role."""
+        summary_role = "assistant" if prev_role == "user" else "user"
+        first_kept = "user" if summary_role == "assistant" else "assistant"
+        roles = [m.role for m in to_chat_messages(body)]
+        cut = len(body) - self.keep_n
+        while 0 < cut < len(body) and roles[cut] != first_kept:
+            cut -= 1
+        return max(cut, 0), summary_role
+
+    async def _summarise(self, transcript: str) -> str:
+        prompt = self.prompt_template.replace("{conversation}", transcript)
+        mot, _ = await self.backend.generate_from_context(
+            Message("user", prompt), SimpleContext(), model_options=self.model_options
+        )
+        return (await mot.avalue()).strip()
+
+    def compact(self, ctx: C) -> C:
+        spans = ctx.as_list()
+        if spans is None:
+            raise ValueError(
+                f"LLMSummarizeCompactor needs a linear history; {type(ctx).__name__} is not."
+            )
+        pinned = self.pin_predicate(spans)
+        if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
+            raise ValueError(
+                f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
+                "how many leading entries to pin, an int from 0 to len(spans)."
+            )
+        body = spans[pinned:]
+        if len(body) <= self.keep_n:
+            return ctx
+        prev_role = to_chat_messages(spans[pinned - 1 : pinned])[0].role if pinned else None
+        cut, role = self._cut(body, prev_role)
+        if cut == 0:
+            return ctx
+        try:
+            summary = _run_sync(lambda: self._summarise(_transcript(body[:cut])))
+        except _PROPAGATE:
+            raise
+        except Exception as exc:
+            logger.warning("LLMSummarizeCompactor: summary failed (%r); context kept as is", exc)
+            return ctx
+        if not summary:
+            logger.warning("LLMSummarizeCompactor: the model wrote an empty summary; context "
+                           "kept as is")
+            return ctx
+        note = Message(role, SUMMARY_PREFIX + summary)  # type: ignore[arg-type]
+        return ctx.with_history([*spans[:pinned], note, *body[cut:]])
+
+    def __repr__(self) -> str:
+        pin = getattr(self.pin_predicate, "__name__", repr(self.pin_predicate))
+        return f"LLMSummarizeCompactor(keep_n={self.keep_n}, pin_predicate={pin})"
