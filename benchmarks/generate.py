@@ -40,8 +40,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: torch's choice; 1 is steadier on a busy machine)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
 
     tokenizer = build_tokenizer()
@@ -92,6 +96,7 @@ def main() -> None:
         "device": args.device,
         "dtype": args.dtype,
         "repeats": args.repeats,
+        "torch_threads": torch.get_num_threads(),
         "machine": platform.platform(),
         "median_s": med,
         "tokens_per_s": {k: n / v for k, v in med.items()},

@@ -183,9 +183,13 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="bench-20m")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: torch's choice; 1 is steadier on a busy machine)")
     ap.add_argument("--skip-slow", action="store_true", help="leave out the LLM-as-judge mode")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.quick:
         args.lengths, args.repeats = [256, 1024], 3
     print(f"{'ctx':>6} {'sfx':>4} | {'ours':>8} {'floor':>8} {'scratch':>9} {'lora':>8} "
