@@ -51,6 +51,20 @@ def pin_system_and_initial_user(spans: list[Span]) -> int:
     return n
 
 
+def pinned_split(ctx: Context, pin_predicate: PinPredicate, who: str) -> tuple[list[Span], int]:
+    """The history as a list and how many leading entries the predicate pins (checked)."""
+    spans = ctx.as_list()
+    if spans is None:
+        raise ValueError(f"{who} needs a linear history; {type(ctx).__name__} is not linear.")
+    pinned = pin_predicate(spans)
+    if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
+        raise ValueError(
+            f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
+            "how many leading entries to pin, an int from 0 to len(spans)."
+        )
+    return spans, pinned
+
+
 class WindowCompactor:
     """Keep the pinned prefix plus the newest ``size`` entries.
 
@@ -67,17 +81,7 @@ class WindowCompactor:
         self.pin_predicate = pin_predicate
 
     def compact(self, ctx: C) -> C:
-        spans = ctx.as_list()
-        if spans is None:
-            raise ValueError(
-                f"WindowCompactor needs a linear history; {type(ctx).__name__} is not linear."
-            )
-        pinned = self.pin_predicate(spans)
-        if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
-            raise ValueError(
-                f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
-                "how many leading entries to pin, an int from 0 to len(spans)."
-            )
+        spans, pinned = pinned_split(ctx, self.pin_predicate, "WindowCompactor")
         body = spans[pinned:]
         if len(body) <= self.size:
             return ctx

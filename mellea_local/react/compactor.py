@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mellea_local.core.backend import Backend
-from mellea_local.core.compactor import PinPredicate
+from mellea_local.core.compactor import PinPredicate, pinned_split
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context, SimpleContext
 from mellea_local.messages import Message
@@ -158,17 +158,7 @@ class LLMSummarizeCompactor:
         return (await mot.avalue()).strip()
 
     def compact(self, ctx: C) -> C:
-        spans = ctx.as_list()
-        if spans is None:
-            raise ValueError(
-                f"LLMSummarizeCompactor needs a linear history; {type(ctx).__name__} is not."
-            )
-        pinned = self.pin_predicate(spans)
-        if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
-            raise ValueError(
-                f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
-                "how many leading entries to pin, an int from 0 to len(spans)."
-            )
+        spans, pinned = pinned_split(ctx, self.pin_predicate, "LLMSummarizeCompactor")
         body = spans[pinned:]
         if len(body) <= self.keep_n:
             return ctx
