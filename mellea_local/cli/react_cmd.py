@@ -1,0 +1,107 @@
+"""``mellea-local react``: run the agent on a goal with the built-in tools, step by step.
+
+``react()`` returns only when the task ends, so the steps are shown by a thin backend wrapper:
+before each generation it prints the observations the loop just added to the context (the tool
+results), after it the model's thought and tool calls. The agent loop itself stays untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from mellea_local.core.backend import Backend
+from mellea_local.core.context import ChatContext, Context
+from mellea_local.messages import ToolMessage
+from mellea_local.options import ModelOption
+from mellea_local.react import react
+from mellea_local.tools.builtin import calculator, lookup_tool
+
+
+class StepPrinter(Backend):
+    """Delegates to ``inner`` and prints each ReACT step as it happens."""
+
+    def __init__(self, inner: Any, console: Console) -> None:
+        self.inner = inner
+        self.console = console
+        self.turn = 0
+
+    @property
+    def default_to_constraint_checking_alora(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.inner, "default_to_constraint_checking_alora", False))
+
+    def supports_intrinsic(self, name: str) -> bool:
+        return bool(self.inner.supports_intrinsic(name))
+
+    async def score_requirements(self, *args: Any, **kwargs: Any) -> list[str]:
+        return list(await self.inner.score_requirements(*args, **kwargs))
+
+    def _say(self, label: str, text: str, style: str) -> None:
+        self.console.print(f"{label}: ", style=f"bold {style}", end="")
+        self.console.print(text, style=style, markup=False, highlight=False)
+
+    def print_observations(self, ctx: Context) -> None:
+        """The tool results at the end of ``ctx``, oldest first."""
+        tail: list[ToolMessage] = []
+        for item in reversed(ctx.as_list() or []):
+            if not isinstance(item, ToolMessage):
+                break
+            tail.append(item)
+        for message in reversed(tail):
+            self._say(f"  observation ({message.name})", message.content, "green")
+
+    async def generate_from_context(
+        self, action: Any, ctx: Context, **kwargs: Any
+    ) -> tuple[Any, Context]:
+        self.print_observations(ctx)
+        self.turn += 1
+        self.console.rule(f"step {self.turn}", style="dim")
+        mot, new_ctx = await self.inner.generate_from_context(action, ctx, **kwargs)
+        await mot.avalue()
+        if mot.thinking:
+            self._say("thought", mot.thinking.strip(), "dim")
+        if mot.value and mot.value.strip():
+            self._say("says", mot.value.strip(), "white")
+        for call in (mot.tool_calls or {}).values():
+            args = call.raw_arguments if call.error else json.dumps(call.args)
+            self._say("  tool call", f"{call.name}({args})", "cyan")
+        if not mot.tool_calls:
+            self._say("  tool call", "(none)", "dim")
+        return mot, new_ctx
+
+
+def build_tools(lookup: Mapping[str, Any] | None) -> list[Any]:
+    """The calculator, plus a lookup table when one is given."""
+    return [calculator, lookup_tool(lookup)] if lookup else [calculator]
+
+
+def parse_lookup(pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs from the command line into a lookup table."""
+    table: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--lookup takes KEY=VALUE, got {pair!r}; e.g. --lookup paris=france")
+        table[key.strip()] = value.strip()
+    return table
+
+
+def run_react(
+    backend: Any, goal: str, *, console: Console, tools: list[Any], loop_budget: int = 6,
+    max_new_tokens: int = 256, thinking: bool = True,
+) -> str:
+    """Run the agent and print every step; returns the final answer."""
+    printer = StepPrinter(backend, console)
+    options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking}
+    console.print(f"goal: {goal}", style="bold", markup=False, highlight=False)
+    result, ctx = asyncio.run(react(goal, ChatContext(), printer, tools=tools,
+                                    model_options=options, loop_budget=loop_budget))
+    printer.print_observations(ctx)
+    answer = str(result.value or "")
+    console.print("final answer: ", style="bold magenta", end="")
+    console.print(answer, markup=False, highlight=False)
+    return answer
