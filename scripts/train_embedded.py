@@ -1,0 +1,496 @@
+"""Train the embedded chat model and its requirement-check adapters, reproducibly, on a CPU.
+
+    python scripts/train_embedded.py            # the shipped artifacts (~20 min on 2 cores)
+    python scripts/train_embedded.py --quick    # a 1-2 minute smoke run into /tmp
+
+Three stages, top to bottom:
+
+1. Base: a random-init Llama from ``mellea_local.embedded.build_model`` trained as a language
+   model on synthetic chats and ReACT traces (loss on assistant tokens only), saved as
+   ``mellea_local/embedded/weights/mellea-tiny-chat/``.
+2. aLoRA: requirement-check examples rendered into exactly the token ids the intrinsic feeds
+   at inference (``build_check_prompts``: conversation, io.yaml instruction turn, the
+   invocation spliced in token space, generation prompt) plus the forced ``{"score": "``,
+   then ``yes"}``/``no"}`` and end-of-text as targets.
+3. LoRA: the same data and recipe, without invocation tokens.
+
+Adapters go to ``adapters/requirement-check/mellea-tiny-chat/{alora,lora}/`` with io.yaml.
+
+Determinism: every draw comes from a seeded ``random.Random``, the model from a seeded init,
+steps are counted (never timed), and torch runs with 2 threads and deterministic algorithms.
+Float reductions depend on the thread count, so other thread counts give slightly different
+(equally good) weights; ``--threads`` is recorded in training.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML, AdapterKind, IOConfig  # noqa: E402
+from mellea_local.adapters.transformations import fast_path_spec  # noqa: E402
+from mellea_local.backends.adapter_registry import Adapter  # noqa: E402
+from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache  # noqa: E402
+from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
+from mellea_local.core.context import ChatContext  # noqa: E402
+from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
+from mellea_local.embedded import synthetic as S  # noqa: E402
+from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
+from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
+from mellea_local.messages import Message  # noqa: E402
+
+BASE_NAME = "mellea-tiny-chat"
+WEIGHTS_DIR = ROOT / "mellea_local" / "embedded" / "weights" / BASE_NAME
+ADAPTERS_DIR = ROOT / "adapters" / "requirement-check" / BASE_NAME
+INTRINSIC = "requirement-check"
+
+
+@dataclass
+class Config:
+    # base model
+    hidden_size: int = 256
+    num_layers: int = 6
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 640
+    base_seed: int = 0
+    base_steps: int = 700
+    base_batch_tokens: int = 6144
+    base_lr: float = 3e-3
+    chat_examples: int = 24000
+    react_examples: int = 2600
+    # adapters
+    adapter_rank: int = 32
+    adapter_modules: tuple[str, ...] = (
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    adapter_steps: int = 450
+    adapter_batch: int = 32
+    adapter_lr: float = 2e-3
+    adapter_pseudo_rate: float = 0.15
+    adapter_data_seed: int = 1
+    threads: int = 2
+
+
+QUICK = dict(hidden_size=128, num_layers=2, intermediate_size=256, base_steps=40,
+             chat_examples=1500, react_examples=150, adapter_steps=40, adapter_rank=8)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def set_determinism(threads: int) -> None:
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+
+
+def lr_at(step: int, total: int, peak: float) -> float:
+    """Linear warm-up over 5% of the steps, then cosine decay to a tenth of the peak."""
+    warm = max(1, total // 20)
+    if step < warm:
+        return peak * (step + 1) / warm
+    progress = (step - warm) / max(1, total - warm)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+# ----- stage 1: the base model -------------------------------------------------------------------
+
+
+def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]:
+    """Token ids of the rendered conversation and labels (-100 outside assistant turns).
+
+    An assistant turn is learned from the token after ``<|end_of_role|>`` through its
+    ``<|end_of_text|>``; a leading ``<think>`` is not learned: with thinking on, the
+    generation prompt writes it, and with thinking off the model must not.
+    """
+    text = tok.apply_chat_template(example.messages, tools=example.tools, tokenize=False)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    sor, eor, eos = (tok.convert_tokens_to_ids(t) for t in
+                     ("<|start_of_role|>", "<|end_of_role|>", tok.eos_token))
+    assistant = tok.encode("assistant", add_special_tokens=False)
+    think = tok.convert_tokens_to_ids("<think>")
+    labels = [-100] * len(ids)
+    i = 0
+    while i < len(ids):
+        if ids[i] == sor and ids[i + 1: i + 1 + len(assistant)] == assistant:
+            j = i + 1 + len(assistant)
+            assert ids[j] == eor
+            j += 1
+            if ids[j] == think:
+                j += 1
+            while j < len(ids):
+                labels[j] = ids[j]
+                if ids[j] == eos:
+                    break
+                j += 1
+            i = j
+        i += 1
+    return ids, labels
+
+
+def length_batches(
+    rows: list[tuple[list[int], list[int]]], budget: int, rng: random.Random
+) -> list[list[int]]:
+    """Indices of rows grouped by similar length so padding stays small; batch order shuffled."""
+    order = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]), i))
+    batches, current, longest = [], [], 0
+    for i in order:
+        n = len(rows[i][0])
+        if current and max(longest, n) * (len(current) + 1) > budget:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, n)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def pad_right(seqs: list[list[int]], value: int) -> torch.Tensor:
+    width = max(map(len, seqs))
+    return torch.tensor([s + [value] * (width - len(s)) for s in seqs])
+
+
+def base_rows(cfg: Config, tok: Any) -> list[tuple[list[int], list[int]]]:
+    rng = random.Random(cfg.base_seed)
+    examples = [S.chat_example(rng) for _ in range(cfg.chat_examples)]
+    for _ in range(cfg.react_examples):
+        task = S.react_task(rng)
+        examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
+    return [encode_chat(tok, e) for e in examples]
+
+
+def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
+    t0 = time.perf_counter()
+    rows = base_rows(cfg, tok)
+    rng = random.Random(cfg.base_seed + 1)
+    batches = length_batches(rows, cfg.base_batch_tokens, rng)
+    tokens = sum(len(r[0]) for r in rows)
+    log(f"base data: {len(rows)} sequences, {tokens} tokens, {len(batches)} batches/epoch "
+        f"({time.perf_counter() - t0:.1f}s)")
+    model = build_model(tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                        num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                        intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"base model: {n_params / 1e6:.2f} M parameters")
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.base_lr, betas=(0.9, 0.95),
+                            weight_decay=0.01)
+    pad = tok.pad_token_id
+    history = []
+    t1 = time.perf_counter()
+    for step in range(cfg.base_steps):
+        batch = batches[step % len(batches)]
+        ids = pad_right([rows[i][0] for i in batch], pad)
+        labels = pad_right([rows[i][1] for i in batch], -100)
+        mask = (ids != pad).long()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg.base_steps, cfg.base_lr)
+        hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        # Logits only where there is a label: most ReACT tokens are prompt.
+        targets = labels[:, 1:]
+        keep = targets != -100
+        logits = model.lm_head(hidden[:, :-1][keep])
+        loss = F.cross_entropy(logits.float(), targets[keep])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        history.append(loss.item())
+        if step % 25 == 0 or step == cfg.base_steps - 1:
+            recent = sum(history[-25:]) / len(history[-25:])
+            log(f"base step {step}/{cfg.base_steps} loss {recent:.3f} "
+                f"({time.perf_counter() - t1:.0f}s)")
+    model.eval()
+    stats = {"parameters": n_params, "sequences": len(rows), "tokens": tokens,
+             "steps": cfg.base_steps, "final_loss": sum(history[-25:]) / len(history[-25:]),
+             "seconds": round(time.perf_counter() - t0, 1)}
+    return model, stats
+
+
+# ----- stages 2 and 3: the adapters ------------------------------------------------------------
+
+
+def adapter_record(tok: Any, *, alora: bool) -> Adapter:
+    """What ``build_check_prompts`` needs to know about the adapter being trained."""
+    io = IOConfig.load(REQUIREMENT_CHECK_IO_YAML)
+    return Adapter(
+        name=f"{INTRINSIC}_{'alora' if alora else 'lora'}",
+        kind=AdapterKind.ALORA if alora else AdapterKind.LORA,
+        path=REQUIREMENT_CHECK_IO_YAML.parent,
+        io_config=io,
+        invocation_tokens=tuple(tok.encode(INVOCATION_TEXT, add_special_tokens=False))
+        if alora else None,
+        intrinsic=INTRINSIC,
+        fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
+    )
+
+
+def context_of(example: S.CheckExample) -> ChatContext:
+    ctx = ChatContext()
+    for m in example.messages:
+        ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
+    return ctx
+
+
+@dataclass
+class CheckRow:
+    ids: list[int]  # prompt + forced JSON prefix + answer tokens + EOS
+    shared: int  # aLoRA: tokens before the invocation (base-only); LoRA: 0
+    label: bool
+    family: str
+
+
+def check_rows(backend: LocalHFBackend, adapter: Adapter,
+               examples: list[S.CheckExample]) -> list[CheckRow]:
+    """The exact ids the intrinsic scores, followed by the answer the adapter must give."""
+    tok = backend.tokenizer
+    assert adapter.fast_path is not None
+    prefix = adapter.fast_path.json_prefix
+    forced = tok.encode(prefix, add_special_tokens=False)
+    answers = {}
+    for value in ("yes", "no"):
+        full = tok.encode(prefix + value + '"}', add_special_tokens=False)
+        assert full[: len(forced)] == forced, "the forced prefix must end at a token boundary"
+        answers[value] = [*full[len(forced):], tok.eos_token_id]
+    assert len(answers["yes"]) == len(answers["no"]) == 3
+    rows = []
+    for ex in examples:
+        prompt = build_check_prompts(backend, context_of(ex), [ex.requirement], adapter)[0]
+        rows.append(CheckRow(prompt.ids + forced + answers["yes" if ex.label else "no"],
+                             prompt.shared, ex.label, ex.family))
+    return rows
+
+
+def answer_ids(tok: Any) -> tuple[int, int]:
+    yes = tok.encode("yes", add_special_tokens=False)
+    no = tok.encode("no", add_special_tokens=False)
+    assert len(yes) == len(no) == 1
+    return yes[0], no[0]
+
+
+def pad_left(seqs: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, seqs))
+    ids = torch.tensor([[value] * (width - len(s)) + s for s in seqs])
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs])
+    return ids, mask
+
+
+def adapter_logits(model: Any, rows: list[CheckRow], pad: int) -> torch.Tensor:
+    """Logits predicting the 3 answer tokens of each row: ``[batch, 3, vocab]``.
+
+    Rows are left-padded, so every answer sits at the same (last) positions and only those
+    logits are computed. With ``shared`` > 0 (the aLoRA) the tokens before the invocation run
+    through the base model without gradients, as the KV cache serves them at inference, and
+    only the rest runs through the adapter: a LoRA applied from the invocation on is exactly
+    what an aLoRA computes, without PEFT's per-token masking (half the backward time).
+    Explicit position ids keep every real token at the position it has unpadded.
+    """
+    if not rows[0].shared:
+        ids, mask = pad_left([r.ids for r in rows], pad)
+        return model(input_ids=ids, attention_mask=mask, logits_to_keep=4).logits[:, :3].float()
+    head_ids, head_mask = pad_left([r.ids[: r.shared] for r in rows], pad)
+    tail_ids, tail_mask = pad_left([r.ids[r.shared:] for r in rows], pad)
+    mask = torch.cat([head_mask, tail_mask], dim=1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    width = head_ids.shape[1]
+    cache = new_cache(model)
+    kw = cache_kwarg_name(model)
+    with torch.no_grad(), model.disable_adapter():
+        model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions[:, :width],
+              use_cache=True, logits_to_keep=1, **{kw: cache})
+    out = model(input_ids=tail_ids, attention_mask=mask, position_ids=positions[:, width:],
+                use_cache=True, logits_to_keep=4, **{kw: cache})
+    return out.logits[:, :3].float()
+
+
+def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alora: bool,
+                  held_out: list[CheckRow], eval_every: int = 0) -> tuple[Any, dict[str, Any]]:
+    from peft import LoraConfig, get_peft_model
+
+    t0 = time.perf_counter()
+    # Both are trained as plain LoRAs; the aLoRA's rows feed only the tokens from the
+    # invocation on through it (see adapter_logits), and it is saved with its invocation.
+    config = LoraConfig(
+        r=cfg.adapter_rank, lora_alpha=cfg.adapter_rank, lora_dropout=0.0,
+        target_modules=list(cfg.adapter_modules), task_type="CAUSAL_LM",
+    )
+    torch.manual_seed(cfg.adapter_data_seed + int(alora))
+    model = get_peft_model(copy.deepcopy(base), config)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.adapter_lr, weight_decay=0.0)
+    yes, no = answer_ids(tok)
+    rng = random.Random(cfg.adapter_data_seed + 10)
+    order: list[int] = []
+    while len(order) < cfg.adapter_steps * cfg.adapter_batch:
+        epoch = list(range(len(rows)))
+        rng.shuffle(epoch)
+        order += epoch
+    pad = tok.pad_token_id
+    history = []
+    model.train()
+    for step in range(cfg.adapter_steps):
+        batch = [rows[i] for i in order[step * cfg.adapter_batch:(step + 1) * cfg.adapter_batch]]
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg.adapter_steps, cfg.adapter_lr)
+        logits = adapter_logits(model, batch, pad)
+        targets = torch.tensor([r.ids[-3:] for r in batch])
+        lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        # The intrinsic reads P(yes) / (P(yes) + P(no)): train that margin directly too.
+        margin = logits[:, 0, yes] - logits[:, 0, no]
+        gold = torch.tensor([float(r.label) for r in batch])
+        loss = lm + F.binary_cross_entropy_with_logits(margin, gold)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        history.append(loss.item())
+        if step % 25 == 0 or step == cfg.adapter_steps - 1:
+            recent = sum(history[-25:]) / len(history[-25:])
+            log(f"{'aLoRA' if alora else 'LoRA'} step {step}/{cfg.adapter_steps} loss "
+                f"{recent:.3f} ({time.perf_counter() - t0:.0f}s)")
+        if eval_every and (step + 1) % eval_every == 0:
+            model.eval()
+            acc = held_out_accuracy(model, held_out, tok)
+            log("  held-out: " + ", ".join(f"{k} {v:.2f}" for k, v in acc.items()))
+            model.train()
+    model.eval()
+    accuracy = held_out_accuracy(model, held_out, tok)
+    log(f"{'aLoRA' if alora else 'LoRA'} held-out accuracy (train vocab): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()))
+    stats = {"steps": cfg.adapter_steps, "examples": len(rows),
+             "final_loss": sum(history[-25:]) / len(history[-25:]),
+             "held_out_accuracy": accuracy, "seconds": round(time.perf_counter() - t0, 1)}
+    return model, stats
+
+
+@torch.no_grad()
+def held_out_accuracy(model: Any, rows: list[CheckRow], tok: Any) -> dict[str, float]:
+    yes, no = answer_ids(tok)
+    right: dict[str, list[bool]] = {}
+    for i in range(0, len(rows), 64):
+        batch = rows[i: i + 64]
+        logits = adapter_logits(model, batch, tok.pad_token_id)
+        for r, said_yes in zip(batch, (logits[:, 0, yes] > logits[:, 0, no]).tolist(),
+                               strict=True):
+            right.setdefault(r.family, []).append(said_yes == r.label)
+    return {f: sum(v) / len(v) for f, v in sorted(right.items())}
+
+
+def save_adapter(cfg: Config, model: Any, base: Any, tok: Any, out: Path, *,
+                 alora: bool) -> None:
+    """Write the adapter folder; an aLoRA gets its invocation tokens in adapter_config.json."""
+    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+    from peft.utils import get_peft_model_state_dict
+
+    if alora:
+        config = LoraConfig(
+            r=cfg.adapter_rank, lora_alpha=cfg.adapter_rank, lora_dropout=0.0,
+            target_modules=list(cfg.adapter_modules), task_type="CAUSAL_LM",
+            alora_invocation_tokens=tok.encode(INVOCATION_TEXT, add_special_tokens=False),
+        )
+        trained = get_peft_model_state_dict(model)
+        model = get_peft_model(copy.deepcopy(base), config)
+        set_peft_model_state_dict(model, trained)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out)
+    (out / "README.md").unlink(missing_ok=True)  # PEFT's empty model card template
+    shutil.copyfile(REQUIREMENT_CHECK_IO_YAML, out / "io.yaml")
+
+
+# ----- main ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a small smoke run (outputs under /tmp unless --out is given)")
+    parser.add_argument("--weights", type=Path, default=None, help="base model folder")
+    parser.add_argument("--adapters", type=Path, default=None,
+                        help="adapter folder (gets alora/ and lora/)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--base-from", type=Path, default=None,
+                        help="experiments: load this trained base instead of training one")
+    parser.add_argument("--kinds", nargs="*", default=["alora", "lora"])
+    parser.add_argument("--eval-every", type=int, default=0)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="override Config fields (experiments)")
+    args = parser.parse_args(argv)
+
+    cfg = Config(threads=args.threads)
+    overrides: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for item in args.set:
+        key, value = item.split("=", 1)
+        overrides[key] = type(getattr(cfg, key))(value)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    scratch = Path("/tmp/mellea-embedded-quick")
+    weights = args.weights or (scratch / BASE_NAME if args.quick else WEIGHTS_DIR)
+    adapters = args.adapters or (scratch / "adapters" if args.quick else ADAPTERS_DIR)
+    set_determinism(cfg.threads)
+    t0 = time.perf_counter()
+    log(f"config: {asdict(cfg)}")
+
+    tok = build_tokenizer()
+    if args.base_from:
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(args.base_from).eval()
+        base_stats: dict[str, Any] = {"loaded_from": str(args.base_from)}
+    else:
+        base, base_stats = train_base(cfg, tok)
+        base.config._name_or_path = BASE_NAME
+        if weights.exists():
+            shutil.rmtree(weights)
+        save(base, tok, weights)
+        log(f"saved the base model to {weights}")
+
+    backend = LocalHFBackend.from_loaded(base, tok, model_id=BASE_NAME)
+    rng = random.Random(cfg.adapter_data_seed)
+    n_train = cfg.adapter_steps * cfg.adapter_batch // len(S.FAMILIES) + 1
+    train_examples = S.check_examples(rng, n_train, pseudo_rate=cfg.adapter_pseudo_rate)
+    held_examples = S.check_examples(random.Random(cfg.adapter_data_seed + 1000), 50)
+    adapter_stats = {}
+    for kind in args.kinds:
+        alora = kind == "alora"
+        record = adapter_record(tok, alora=alora)
+        rows = check_rows(backend, record, train_examples)
+        held = check_rows(backend, record, held_examples)
+        model, adapter_stats[kind] = train_adapter(cfg, base, tok, rows, alora=alora,
+                                                   held_out=held, eval_every=args.eval_every)
+        save_adapter(cfg, model, base, tok, adapters / kind, alora=alora)
+        log(f"saved the {kind} adapter to {adapters / kind}")
+
+    total = round(time.perf_counter() - t0, 1)
+    info = {"base_model": BASE_NAME, "config": asdict(cfg), "base": base_stats,
+            "adapters": adapter_stats, "wall_seconds": total,
+            "torch": torch.__version__, "threads": cfg.threads}
+    if not args.base_from:
+        (weights / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+    log(f"done in {total:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
