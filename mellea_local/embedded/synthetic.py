@@ -67,6 +67,7 @@ otter pebble pigeon plum pony prism pumpkin quartz radish robin salmon sapphire 
 spider squid sundial tunnel valley vanilla waffle wagon willow
 """
 UNSEEN_WORDS: tuple[str, ...] = tuple(_UNSEEN_TEXT.split())
+_UNSEEN = frozenset(UNSEEN_WORDS)
 """Real words absent from the tokenizer corpus and from all training data (evaluation only)."""
 
 _SYLLABLES = (*(a + b for a in "bdfgklmnprstvz" for b in "aeiou"), "an", "el", "or", "is")
@@ -134,6 +135,10 @@ PREDICATES: dict[str, Callable[[str, dict[str, Any]], bool]] = {
     "json": lambda text, _: is_valid_json(text),
 }
 """``family -> predicate(response, slots)``: the label of every check example."""
+
+
+def has_unseen_word(text: str) -> bool:
+    return not _UNSEEN.isdisjoint(re.findall(r"[a-z]+", text.lower()))
 
 
 def requirement_for(family: str, **slots: Any) -> str:
@@ -374,13 +379,15 @@ def check_example(
 ) -> CheckExample:
     """One conversation whose last response meets ``family``'s requirement iff ``label``.
 
-    The label is recomputed by the family's predicate; a draw that misses it is redrawn, so
-    the returned label is always the predicate's verdict.
+    The label is recomputed by the family's predicate; a draw that misses it (or, for
+    ``vocab="unseen"``, holds no unseen word) is redrawn, so the returned label is always the
+    predicate's verdict.
     """
     src = WordSource(vocab, pseudo_rate)
     for _ in range(100):
         response, slots, ask = _response_for(rng, family, label, src)
-        if PREDICATES[family](response, slots) == label:
+        if PREDICATES[family](response, slots) == label and (
+                vocab == "train" or has_unseen_word(response)):
             break
     else:  # pragma: no cover - every family hits its label within a few draws
         raise RuntimeError(f"could not draw a {family} example with label {label}")
@@ -488,14 +495,11 @@ def _is_copy(question: str) -> bool:
 
 def _repeat_qa(rng: random.Random, form: str) -> tuple[str, str, str]:
     text = _copy_text(rng)
-    question = rng.choice(("Repeat after me: {x}", "Say: {x}", "Copy this: {x}")).format(x=text)
-    answer = {
-        "plain": text,
-        "word": text.split()[0],
-        "caps": text.upper(),
-        "json": json.dumps({"text": text}),
-        "question": text + "?",
-    }[form]
+    # Quoted, the text is spelled with the same tokens in the question and the answer (no
+    # leading-space variants), so plain copying reproduces it.
+    question = rng.choice(('Repeat after me: "{x}"', 'Say: "{x}"', 'Copy this: "{x}"')).format(
+        x=text)
+    answer = {"word": text.split()[0], "json": json.dumps({"text": text})}.get(form, text)
     return question, answer, "The user wants me to repeat the words."
 
 
@@ -530,8 +534,10 @@ _QA = (_capital_qa, _capital_qa, _capital_qa, _sum_qa, _repeat_qa, _repeat_qa, _
 
 def chat_example(rng: random.Random, *, thinking_rate: float = 0.3) -> ChatExample:
     """A short question with an answer in one of several forms; some with reasoning."""
-    form = rng.choice(_FORMS)
-    question, answer, thought = rng.choice(_QA)(rng, form)
+    form, qa = rng.choice(_FORMS), rng.choice(_QA)
+    if qa is _repeat_qa and form in ("caps", "question"):
+        form = "plain"  # repeating is verbatim: no casing or punctuation of its own
+    question, answer, thought = qa(rng, form)
     if form != "plain" and rng.random() < 0.8:
         instruction = _FORM_INSTRUCTIONS[form]
         # After text to repeat, the instruction would read as part of it: put it first.
@@ -599,8 +605,10 @@ def _value(rng: random.Random, vocab: Vocab) -> str:
 
 _CALC_GOALS = ("What is {x}?", "Compute {x}.", "Calculate {x}.", "How much is {x}?",
                "Use the calculator to find {x}.")
-_LOOKUP_GOALS = ("Look up {x}.", "What is the value of {x}?", "Find the value stored under {x}.",
-                 "What is stored under the key {x}?", "Look up the key {x} and tell me its value.")
+# Keys are quoted in goals: then the key has the same tokens in the goal and in the call's JSON.
+_LOOKUP_GOALS = ('Look up "{x}".', 'What is the value of "{x}"?',
+                 'Find the value stored under "{x}".', 'What is stored under the key "{x}"?',
+                 'Look up the key "{x}" and tell me its value.')
 
 
 def react_task(rng: random.Random, *, kind: str | None = None, vocab: Vocab = "train") -> ReactTask:
