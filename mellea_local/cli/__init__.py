@@ -1,4 +1,4 @@
-"""The ``mellea-local`` command line (typer): ``demo``, ``check``, ``chat`` and ``react``.
+"""The ``mellea-local`` command line (typer): ``demo``, ``check``, ``chat``, ``react``, ``bench``.
 
 Heavy imports (torch, transformers) happen inside the commands so ``--help`` stays instant.
 """
@@ -130,6 +130,81 @@ def react_command(
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,
                   max_new_tokens=max_new_tokens, thinking=thinking)
+
+    run_guarded(debug, work)
+
+
+BenchModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Benchmark these weights (folder, cached hub id, or 'embedded') instead of a "
+        "random-init --size model; accuracy then scores its requirement-check adapters.",
+    ),
+]
+
+
+@app.command()
+def bench(
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Smoke-test grid: tiny model, lengths 128/512, few repeats (seconds).")
+    ] = False,
+    name: Annotated[str | None, typer.Option(
+        help="Output file stem (default: bench, bench-quick, bench-cuda...).")] = None,
+    out_dir: Annotated[Path, typer.Option(
+        "--out-dir", help="Folder for <name>.json, <name>.md and the PNGs.")
+    ] = Path("benchmarks/results"),
+    dataset: Annotated[Path | None, typer.Option(
+        help="Labelled JSONL (the check format, optional 'family') for adapter accuracy; "
+        "default: the embedded model's synthetic held-out set.")] = None,
+    size: Annotated[str | None, typer.Option(
+        help="Random-init model shape: tiny, bench-20m, granite-3b-shape (default: tiny with "
+        "--quick, else bench-20m).")] = None,
+    model: BenchModelOpt = None,
+    adapter: AdapterOpt = None,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
+    debug: DebugOpt = False,
+    threads: Annotated[int | None, typer.Option(
+        help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine).")
+    ] = None,
+    lengths: Annotated[str | None, typer.Option(
+        help="Comma-separated context lengths for the check modes, e.g. 1024,4096,16384.")
+    ] = None,
+    repeats: Annotated[int | None, typer.Option(
+        help="Interleaved rounds per measurement (default: 3 quick, 7 full).")] = None,
+    examples: Annotated[int | None, typer.Option(
+        help="Synthetic accuracy examples per family (default: 2 quick, 40 full).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic held-out set.")] = 9000,
+    skip: Annotated[list[str] | None, typer.Option(
+        help="Leave out a section (repeatable): generation, react, requirement_check, "
+        "batched, accuracy.")] = None,
+) -> None:
+    """Run the benchmark suite; write <name>.json, a markdown report and PNG figures.
+
+    Speed sections (generation overhead, check modes vs context length, batched checks, ReACT
+    turns) time random adapters on a random-init model; accuracy scores trained adapters.
+    """
+    from rich.console import Console
+
+    options = dict(quick=quick, name=name, out_dir=out_dir, dataset=dataset, size=size,
+                   model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
+                   lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip)
+
+    def work() -> None:
+        from mellea_local.bench.suite import SuiteConfig, run_suite
+        from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        cfg = SuiteConfig(
+            out_dir=out_dir, name=name, quick=quick, size=size, model=model, adapter=adapter,
+            dataset=dataset, device=device, dtype=dtype, threads=threads,
+            lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
+            skip=tuple(skip or ()), command=command_line(options),
+        )
+        run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
+        print_summary(run, Console(soft_wrap=True))
 
     run_guarded(debug, work)
 

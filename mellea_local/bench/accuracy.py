@@ -1,0 +1,185 @@
+"""Requirement-check accuracy per family per adapter, on a labelled dataset.
+
+Speed says nothing about whether a check is right, so the suite also scores every
+requirement-check adapter a backend holds (the aLoRA and the LoRA, side by side) against
+labels. The dataset is the ``check`` command's JSONL (``messages``, ``requirement(s)``,
+``label``) with an optional ``family`` per line; without one, lines are grouped by requirement
+text. Without a dataset, the embedded model's held-out set is drawn from
+``mellea_local.embedded.synthetic`` with a seed its training never uses.
+
+A verdict is ``score > 0.5``, exactly as ``check`` and ``requirement_check_to_bool`` decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mellea_local.bench.timing import Tick
+from mellea_local.core.context import ChatContext
+from mellea_local.messages import Message
+
+INTRINSIC = "requirement-check"
+HELD_OUT_SEED = 9_000
+"""The synthetic set's default seed: the embedded model's training draws seeds below 2000."""
+
+
+class DatasetError(ValueError):
+    """The labelled dataset cannot be used; the message names the file, line and field."""
+
+
+@dataclass
+class LabelledItem:
+    """One conversation and the labelled checks on its last assistant turn."""
+
+    messages: list[dict[str, Any]]
+    requirements: list[str]
+    labels: list[bool]
+    families: list[str]
+
+
+def read_dataset(path: str | Path) -> list[LabelledItem]:
+    """Parse a labelled JSONL dataset; the first bad line raises ``DatasetError``.
+
+    Accuracy needs every line labelled, so unlike ``check`` (which skips bad lines and goes on)
+    a bad or unlabelled line stops the run before any model time is spent.
+    """
+    from mellea_local.cli.check import LineError, parse_line
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(
+            f"The labelled dataset {str(path)!r} does not exist; pass a JSONL file "
+            "(one {messages, requirement(s), label, family?} object per line).")
+    items = []
+    for number, text in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            item = parse_line(number, text)
+        except LineError as exc:
+            raise DatasetError(f"{path} line {number}: {exc}") from None
+        if item.labels is None:
+            raise DatasetError(
+                f"{path} line {number}: no \"label\"; accuracy needs a true/false label per "
+                "requirement on every line.")
+        families = _families(json.loads(text).get("family"), item.requirements)
+        if families is None:
+            raise DatasetError(
+                f"{path} line {number}: \"family\" must be a string or a list of "
+                f"{len(item.requirements)} strings, one per requirement.")
+        messages = [{"role": role, "content": content} for role, content in item.messages]
+        items.append(LabelledItem(messages, item.requirements, item.labels, families))
+    if not items:
+        raise DatasetError(f"The labelled dataset {str(path)!r} holds no lines.")
+    return items
+
+
+def _families(raw: Any, requirements: list[str]) -> list[str] | None:
+    if raw is None:
+        return list(requirements)
+    if isinstance(raw, str) and raw.strip():
+        return [raw] * len(requirements)
+    if (isinstance(raw, list) and len(raw) == len(requirements)
+            and all(isinstance(f, str) and f.strip() for f in raw)):
+        return list(raw)
+    return None
+
+
+def synthetic_items(seed: int = HELD_OUT_SEED, n_per_family: int = 40) -> list[LabelledItem]:
+    """The embedded model's held-out checks: ``n_per_family`` balanced examples per family."""
+    from mellea_local.embedded import synthetic
+
+    examples = synthetic.check_examples(random.Random(seed), n_per_family)
+    return [LabelledItem(ex.messages, [ex.requirement], [ex.label], [ex.family])
+            for ex in examples]
+
+
+def family_order(items: list[LabelledItem]) -> list[str]:
+    """Families in a stable order: the synthetic families' own order, then first seen."""
+    from mellea_local.embedded.synthetic import FAMILIES
+
+    seen = list(dict.fromkeys(f for item in items for f in item.families))
+    return [f for f in FAMILIES if f in seen] + [f for f in seen if f not in FAMILIES]
+
+
+def context_of(messages: list[dict[str, Any]]) -> ChatContext:
+    """The conversation as a ``ChatContext`` (assistant thinking kept where given)."""
+    ctx = ChatContext()
+    for m in messages:
+        ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
+    return ctx
+
+
+def check_adapters(backend: Any) -> list[Any]:
+    """Every requirement-check adapter on ``backend``: aLoRAs first, then by name."""
+    serving = [a for a in backend.adapters.values() if a.intrinsic == INTRINSIC]
+    return sorted(serving, key=lambda a: (not a.is_alora, a.name))
+
+
+def _cell(correct: int, n: int) -> dict[str, Any]:
+    return {"n": n, "correct": correct, "accuracy": correct / n if n else None}
+
+
+async def aevaluate_accuracy(
+    backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
+    tick: Tick | None = None,
+) -> dict[str, Any]:
+    """Accuracy per family per adapter (async form of ``evaluate_accuracy``)."""
+    from mellea_local.intrinsics.requirement_check import check_outputs
+    from mellea_local.requirements.requirement import requirement_check_to_bool
+
+    chosen = check_adapters(backend) if adapters is None else list(adapters)
+    if not chosen:
+        raise ValueError(
+            "The backend holds no requirement-check adapter to score; load one with "
+            "backend.add_adapter('requirement-check') or pass --adapter.")
+    families = family_order(items)
+    contexts = [context_of(item.messages) for item in items]
+    out: dict[str, Any] = {
+        "examples": sum(len(item.requirements) for item in items),
+        "families": families,
+        "adapters": {},
+    }
+    for adapter in chosen:
+        right = dict.fromkeys(families, 0)
+        total = dict.fromkeys(families, 0)
+        t0 = time.perf_counter()
+        for item, ctx in zip(items, contexts, strict=True):
+            # All checks of one conversation go in one batched call, as `check` runs them.
+            raws = await check_outputs(backend, ctx, item.requirements, adapter=adapter)
+            for raw, label, family in zip(raws, item.labels, item.families, strict=True):
+                total[family] += 1
+                right[family] += requirement_check_to_bool(raw) == label
+            if tick:
+                tick()
+        seconds = time.perf_counter() - t0
+        per_family = {f: _cell(right[f], total[f]) for f in families}
+        n = sum(total.values())
+        out["adapters"][adapter.name] = {
+            "kind": "alora" if adapter.is_alora else "lora",
+            "families": per_family,
+            "overall": _cell(sum(right.values()), n),
+            "mean_family_accuracy": (sum(c["accuracy"] for c in per_family.values())
+                                     / len(per_family)) if per_family else None,
+            "ms_per_check": 1000 * seconds / n if n else None,
+        }
+    return out
+
+
+def evaluate_accuracy(
+    backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
+    tick: Tick | None = None,
+) -> dict[str, Any]:
+    """Accuracy per family per adapter: ``{"examples", "families", "adapters": {name: ...}}``.
+
+    Each adapter entry holds ``kind``, ``families`` (``{family: {n, correct, accuracy}}``),
+    ``overall``, ``mean_family_accuracy`` and ``ms_per_check``. ``adapters`` defaults to every
+    requirement-check adapter on the backend; ``tick`` is called once per item per adapter.
+    """
+    return asyncio.run(aevaluate_accuracy(backend, items, adapters=adapters, tick=tick))

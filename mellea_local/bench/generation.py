@@ -1,0 +1,114 @@
+"""Generation overhead: ``generate_from_context`` against a bare ``model.generate``.
+
+Same model, same prompt ids, same number of new tokens (``min_new_tokens`` pins it), greedy,
+both run from a worker thread. The backend runs with its prefix cache off, so both sides
+prefill the whole prompt and the difference is our overhead: rendering, the worker thread, the
+stopping criteria, decoding and parsing. Runs alternate between the two so machine drift hits
+both alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from mellea_local.bench.subjects import param_count
+from mellea_local.bench.timing import Tick, machine_info
+from mellea_local.core.context import ChatContext
+from mellea_local.messages import Message
+from mellea_local.options import ModelOption
+
+
+def device_label(model: Any) -> str:
+    """``cpu``, ``cuda``, ``cuda:1``: the device as a user would type it."""
+    device = torch.device(model.device)
+    return device.type if not device.index else f"{device.type}:{device.index}"
+
+
+def dtype_label(model: Any) -> str:
+    """``float32``, ``bfloat16``: the model's dtype without the ``torch.`` prefix."""
+    return str(model.dtype).removeprefix("torch.")
+
+
+@torch.no_grad()
+def measure_generation(
+    model: Any, tokenizer: Any, *, new_tokens: int = 256, repeats: int = 7,
+    tick: Tick | None = None,
+) -> dict[str, Any]:
+    """Median seconds of ours and bare for ``new_tokens`` tokens; the JSON of ``generate.py``.
+
+    ``tick`` is called after each of the ``repeats`` rounds.
+    """
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    backend = LocalHFBackend.from_loaded(model, tokenizer, model_id="bench", kv_cache_tokens=0)
+    ctx = ChatContext().add(Message("system", "Answer briefly."))
+    action = Message("user", "Tell me about the city of paris and its river.")
+    n = new_tokens
+    opts: dict[str, Any] = {ModelOption.MAX_NEW_TOKENS: n, "min_new_tokens": n}
+    ids, _, _ = backend.render(action, ctx, model_options=opts)
+    prompt = torch.tensor([ids], device=model.device)
+    loop = asyncio.new_event_loop()
+
+    def ours() -> int:
+        async def go() -> int:
+            mot, _ = await backend.generate_from_context(action, ctx, model_options=opts)
+            await mot.avalue()
+            return int(mot.usage["completion_tokens"])
+        return loop.run_until_complete(go())
+
+    def bare_generate() -> int:
+        out = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
+                             max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id)
+        return int(out.shape[1] - prompt.shape[1])
+
+    def bare() -> int:
+        # In a worker thread, like ours: torch's intra-op threading behaves differently on the
+        # main thread (much slower when the cores are shared), which is not our overhead.
+        return loop.run_until_complete(asyncio.to_thread(bare_generate))
+
+    try:
+        ours(), bare()  # warm-up
+        times: dict[str, list[float]] = {"ours": [], "bare": []}
+        for _ in range(repeats):
+            for name, fn in (("ours", ours), ("bare", bare)):
+                t0 = time.perf_counter()
+                produced = fn()
+                times[name].append(time.perf_counter() - t0)
+                if produced != n:
+                    raise RuntimeError(
+                        f"The {name} generation produced {produced} tokens instead of {n}; "
+                        "the comparison needs both sides to generate the same number.")
+            if tick:
+                tick()
+    finally:
+        loop.close()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    info = machine_info()
+    return {
+        "benchmark": "generate",
+        "params": param_count(model),
+        "prompt_tokens": len(ids),
+        "new_tokens": n,
+        "device": device_label(model),
+        "dtype": dtype_label(model),
+        "repeats": repeats,
+        "torch_threads": info["torch_threads"],
+        "machine": info["machine"],
+        "median_s": med,
+        "tokens_per_s": {k: n / v for k, v in med.items()},
+        "overhead_pct": 100 * (med["ours"] / med["bare"] - 1),
+    }
+
+
+def format_generation(result: dict[str, Any]) -> str:
+    """The one line ``generate.py`` prints."""
+    n, med = result["new_tokens"], result["median_s"]
+    return (f"prompt {result['prompt_tokens']} tokens, {n} new; median ours {med['ours']:.3f}s "
+            f"({n / med['ours']:.1f} tok/s), bare {med['bare']:.3f}s ({n / med['bare']:.1f} "
+            f"tok/s), overhead {result['overhead_pct']:+.1f}%")

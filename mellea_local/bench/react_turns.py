@@ -1,0 +1,191 @@
+"""ReACT turn latency against history length, with and without KV prefix reuse.
+
+The same model runs the same agent loop twice: once behind a backend with its prefix cache on,
+once with ``kv_cache_tokens=0``. Every turn does the same work: the model is forced (a real
+``generate`` constraint) to write the same tool call, whose tool returns the same paragraph, so
+only the history grows. Without reuse each turn prefills the whole history, so latency grows
+with it; with reuse a turn prefills only its new tokens and stays flat. Each turn also reports
+its time to first token (the prefill alone, free of decode noise).
+Runs alternate between the two backends so machine drift hits both alike; the cache is
+cleared before each run so turn 1 starts cold. The ratio uses each turn's fastest run: on a
+shared machine contention only ever adds time (medians are reported too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from mellea_local.bench.generation import device_label, dtype_label
+from mellea_local.bench.subjects import param_count
+from mellea_local.bench.timing import Tick, machine_info
+from mellea_local.core.backend import Backend
+
+PARAGRAPH = (
+    "The city of Paris lies on the river Seine in the north of France. It has been the "
+    "capital for centuries and is known for its museums, its bridges and its small cafes. "
+    "Millions of people visit every year, and the metro carries most of them from one "
+    "district to the next. "
+)
+CALL = '<tool_call>{"name": "fetch", "arguments": {"page": "paris"}}</tool_call>'
+FINAL = '<tool_call>{"name": "final_answer", "arguments": {"answer": "done"}}</tool_call>'
+
+
+def fetch(page: str) -> str:
+    """Fetch a page of the travel guide.
+
+    Args:
+        page: The page name.
+    """
+    return PARAGRAPH * 2
+
+
+class Forcer:
+    """``prefix_allowed_tokens_fn``: generation k writes ``texts[k]`` then EOS."""
+
+    def __init__(self, tokenizer: Any, texts: list[str]) -> None:
+        self.scripts = [[*tokenizer.encode(t, add_special_tokens=False), tokenizer.eos_token_id]
+                        for t in texts]
+        self.turn = -1
+        self.prompt_len = 0
+        self.first_token_at: list[float] = []  # when each generation's prefill was done
+        self._last = -1
+
+    def __call__(self, batch_id: int, ids: torch.Tensor) -> list[int]:
+        n = ids.shape[-1]
+        if n != self._last + 1:
+            self.first_token_at.append(time.perf_counter())
+            self.turn, self.prompt_len = self.turn + 1, n
+        self._last = n
+        forced = self.scripts[self.turn]
+        return [forced[min(n - self.prompt_len, len(forced) - 1)]]
+
+
+class Timed(Backend):
+    """Times each generation to its last token and keeps the backend's counters for it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.turns: list[dict[str, Any]] = []
+
+    async def generate_from_context(self, action, ctx, **kw):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        mot, new_ctx = await self.inner.generate_from_context(action, ctx, **kw)
+        await mot.avalue()
+        last = self.inner.stats.last
+        self.turns.append({
+            "started": t0,
+            "seconds": time.perf_counter() - t0,
+            "prompt_tokens": mot.usage["prompt_tokens"],
+            "new_tokens": mot.usage["completion_tokens"],
+            "prefilled_tokens": last.prefilled_tokens,
+            "reused_tokens": last.reused_tokens,
+        })
+        return mot, new_ctx
+
+
+def run_once(backend: Any, turns: int, loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
+    """One cold agent run of ``turns`` forced tool calls; per-turn timings and token counts."""
+    from mellea_local.core.context import ChatContext
+    from mellea_local.options import ModelOption
+    from mellea_local.react import react
+    from mellea_local.tools import MelleaTool
+
+    backend.prefix_cache.clear()
+    timed = Timed(backend)
+    forcer = Forcer(backend.tokenizer, [CALL] * turns + [FINAL])
+    opts = {"prefix_allowed_tokens_fn": forcer, ModelOption.MAX_NEW_TOKENS: 64}
+    out, _ = loop.run_until_complete(react(
+        "Read the paris page of the guide again and again.", ChatContext(), timed,
+        tools=[MelleaTool.from_callable(fetch)], model_options=opts, loop_budget=turns + 1))
+    if out.value != "done":
+        raise RuntimeError(
+            f"The forced ReACT run ended with {out.value!r} instead of 'done'; the model's "
+            "chat template must render tool calls the way the embedded family does.")
+    for turn, first in zip(timed.turns, forcer.first_token_at, strict=True):
+        turn["ttft_seconds"] = first - turn.pop("started")
+    return timed.turns[:turns]  # the final_answer turn is not part of the series
+
+
+@torch.no_grad()
+def measure_react(
+    model: Any, tokenizer: Any, *, turns: int = 10, repeats: int = 3, tick: Tick | None = None,
+) -> dict[str, Any]:
+    """Per-turn latency with and without reuse; the JSON of ``react.py``.
+
+    ``tick`` is called after each of the ``repeats`` rounds (both backends run once a round).
+    """
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    backends = {
+        "reuse": LocalHFBackend.from_loaded(model, tokenizer, model_id="bench-reuse"),
+        "no_reuse": LocalHFBackend.from_loaded(model, tokenizer, model_id="bench-plain",
+                                               kv_cache_tokens=0),
+    }
+    loop = asyncio.new_event_loop()
+    try:
+        for b in backends.values():  # warm-up
+            run_once(b, min(2, turns), loop)
+        runs: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in backends}
+        for _ in range(repeats):
+            for name, b in backends.items():
+                runs[name].append(run_once(b, turns, loop))
+            if tick:
+                tick()
+    finally:
+        loop.close()
+    info = machine_info()
+    result: dict[str, Any] = {
+        "benchmark": "react",
+        "params": param_count(model),
+        "turns": turns,
+        "repeats": repeats,
+        "device": device_label(model),
+        "dtype": dtype_label(model),
+        "machine": info["machine"],
+        "torch_threads": info["torch_threads"],
+    }
+    for name, series in runs.items():
+        per_turn = []
+        for k in range(turns):
+            first = series[0][k]
+            seconds = [s[k]["seconds"] for s in series]
+            ttft = [s[k]["ttft_seconds"] for s in series]
+            per_turn.append({
+                "turn": k + 1,
+                "min_ms": 1000 * min(seconds),
+                "median_ms": 1000 * statistics.median(seconds),
+                "ttft_min_ms": 1000 * min(ttft),
+                "ttft_median_ms": 1000 * statistics.median(ttft),
+                "prompt_tokens": first["prompt_tokens"],
+                "prefilled_tokens": first["prefilled_tokens"],
+                "reused_tokens": first["reused_tokens"],
+                "new_tokens": first["new_tokens"],
+            })
+        ratio = per_turn[-1]["min_ms"] / per_turn[0]["min_ms"]
+        median_ratio = per_turn[-1]["median_ms"] / per_turn[0]["median_ms"]
+        ttft_ratio = per_turn[-1]["ttft_min_ms"] / per_turn[0]["ttft_min_ms"]
+        result[name] = {"per_turn": per_turn, f"turn{turns}_over_turn1": ratio,
+                        f"turn{turns}_over_turn1_median": median_ratio,
+                        f"ttft_turn{turns}_over_turn1": ttft_ratio}
+    return result
+
+
+def format_react(result: dict[str, Any]) -> list[str]:
+    """The lines ``react.py`` prints, one per backend."""
+    turns = result["turns"]
+    lines = []
+    for name in ("reuse", "no_reuse"):
+        per_turn = result[name]["per_turn"]
+        ratio = result[name][f"turn{turns}_over_turn1"]
+        ttft_ratio = result[name][f"ttft_turn{turns}_over_turn1"]
+        lines.append(
+            f"{name:>9}: turn ms " + " ".join(f"{t['min_ms']:.0f}" for t in per_turn)
+            + f" ({ratio:.2f}x); time to first token ms "
+            + " ".join(f"{t['ttft_min_ms']:.0f}" for t in per_turn) + f" ({ttft_ratio:.2f}x)"
+            + "; prefilled " + " ".join(str(t["prefilled_tokens"]) for t in per_turn))
+    return lines

@@ -1,0 +1,193 @@
+"""The short markdown report of a suite run: ratios against targets, tables, links to figures.
+
+Targets are ratios measured within one run (benchmarks/README.md explains why): a check must
+cost what a bare adapter forward over its suffix costs, re-prefilling the conversation must
+cost much more as the context grows, and eight batched checks must cost far less than eight.
+Figures without a target (generation overhead, ReACT growth) are reported for reading only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+OURS_OVER_FLOOR_MAX = 1.3
+BATCH8_OVER_ONE_MAX = 3.0
+SCRATCH_OVER_OURS_MIN = ((4096, 10.0), (2048, 5.0))
+"""(context tokens at least, minimum ratio): the first row that applies sets the bar."""
+
+
+def _target(name: str, where: str, value: float | None, target: str,
+            met: bool | None) -> dict[str, Any]:
+    return {"ratio": name, "where": where, "value": value, "target": target, "met": met}
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ratio with a target, measured or not; ``met`` is None where none applies."""
+    out: list[dict[str, Any]] = []
+    checks = results.get("requirement_check")
+    if checks:
+        scratch_applied = False
+        for row in checks["rows"]:
+            where = f"{row['context_tokens']} tokens"
+            r = row["ours_over_floor"]
+            out.append(_target("ours/floor", where, r, f"<= {OURS_OVER_FLOOR_MAX}",
+                               r <= OURS_OVER_FLOOR_MAX))
+            for at_least, minimum in SCRATCH_OVER_OURS_MIN:
+                if row["context_tokens"] >= at_least:
+                    r = row["scratch_over_ours"]
+                    out.append(_target("scratch/ours", where, r, f">= {minimum:g}",
+                                       r >= minimum))
+                    scratch_applied = True
+                    break
+            r = row["batch8_over_one"]
+            out.append(_target("batch8/one", where, r, f"<= {BATCH8_OVER_ONE_MAX:g}",
+                               r <= BATCH8_OVER_ONE_MAX))
+        if not scratch_applied:
+            out.append(_target("scratch/ours", "needs >= 2048 context tokens", None,
+                               ">= 5 at 2048, >= 10 at 4096", None))
+    return out
+
+
+def informational(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ratios worth reading that carry no target."""
+    out: list[dict[str, Any]] = []
+    gen = results.get("generation")
+    if gen:
+        out.append(_target("generation overhead %", f"{gen['new_tokens']} new tokens",
+                           gen["overhead_pct"], "-", None))
+    react = results.get("react")
+    if react:
+        key = f"ttft_turn{react['turns']}_over_turn1"
+        for name in ("reuse", "no_reuse"):
+            out.append(_target(f"first-token turn {react['turns']}/turn 1, {name}",
+                               f"{react[name]['per_turn'][-1]['prompt_tokens']} tokens",
+                               react[name][key], "-", None))
+    batched = results.get("batched")
+    if batched:
+        last = batched["rows"][-1]
+        out.append(_target(f"{last['checks']} single checks / one batch of {last['checks']}",
+                           f"{batched['context_tokens']} tokens",
+                           last["sequential_over_batched"], "-", None))
+    return out
+
+
+def _num(value: float | None, fmt: str = ".2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "met", False: "**missed**", None: "-"}[met]
+
+
+def _ratio_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| ratio | where | value | target | |", "|---|---|---|---|---|"]
+    lines += [f"| {t['ratio']} | {t['where']} | {_num(t['value'])} | {t['target']} | "
+              f"{_verdict(t['met'])} |" for t in rows]
+    return lines
+
+
+def _checks_table(checks: dict[str, Any]) -> list[str]:
+    lines = ["| context tokens | suffix | ours | floor | aLoRA scratch | LoRA | LLM judge | "
+             "8 batched | ours/floor | scratch/ours | batch8/one |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in checks["rows"]:
+        m = r["median_ms"]
+        lines.append(
+            f"| {r['context_tokens']} | {r['suffix_tokens']} | {m['ours']:.1f} | "
+            f"{m['floor']:.1f} | {m['alora_scratch']:.1f} | {m['lora']:.1f} | "
+            f"{_num(m.get('llm_judge'), '.1f')} | {m['batch8']:.1f} | "
+            f"{r['ours_over_floor']:.2f} | {r['scratch_over_ours']:.1f} | "
+            f"{r['batch8_over_one']:.2f} |")
+    return lines
+
+
+def _batched_table(batched: dict[str, Any]) -> list[str]:
+    lines = ["| checks | one batch ms | k single checks ms | ms per check | batch/one | "
+             "singles/batch |", "|---|---|---|---|---|---|"]
+    for r in batched["rows"]:
+        lines.append(f"| {r['checks']} | {r['batched_ms']:.1f} | {r['sequential_ms']:.1f} | "
+                     f"{r['ms_per_check']:.1f} | {_num(r.get('batched_over_one'))} | "
+                     f"{r['sequential_over_batched']:.2f} |")
+    return lines
+
+
+def _react_table(react: dict[str, Any]) -> list[str]:
+    lines = ["| turn | history tokens | prefilled with reuse | ms, reuse | ms, no reuse | "
+             "first token ms, reuse | first token ms, no reuse |",
+             "|---|---|---|---|---|---|---|"]
+    for a, b in zip(react["reuse"]["per_turn"], react["no_reuse"]["per_turn"], strict=True):
+        lines.append(f"| {a['turn']} | {a['prompt_tokens']} | {a['prefilled_tokens']} | "
+                     f"{a['min_ms']:.0f} | {b['min_ms']:.0f} | {a['ttft_min_ms']:.0f} | "
+                     f"{b['ttft_min_ms']:.0f} |")
+    return lines
+
+
+def _accuracy_table(acc: dict[str, Any]) -> list[str]:
+    names = list(acc["adapters"])
+    lines = ["| family | " + " | ".join(f"{n} ({acc['adapters'][n]['kind']})" for n in names)
+             + " |", "|---" * (len(names) + 1) + "|"]
+    for family in acc["families"]:
+        cells = [acc["adapters"][n]["families"][family] for n in names]
+        lines.append(f"| {family} | " + " | ".join(
+            f"{c['accuracy']:.3f} ({c['correct']}/{c['n']})" for c in cells) + " |")
+    overall = [acc["adapters"][n]["overall"] for n in names]
+    lines.append("| **overall** | " + " | ".join(
+        f"**{c['accuracy']:.3f}** ({c['correct']}/{c['n']})" for c in overall) + " |")
+    return lines
+
+
+def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
+    """The report: what ran where, ratios vs targets, one table per section, the figures.
+
+    ``files`` maps ``latency_png`` / ``accuracy_png`` to file names next to the report (links
+    are relative, so the folder can be moved or committed as is).
+    """
+    cfg = results["config"]
+    info = results["environment"]
+    out = [f"# Benchmark `{results['name']}`", ""]
+    timed = any(results.get(s) for s in ("generation", "react", "requirement_check", "batched"))
+    subject = (f"speed subject: {cfg['speed_model']} ({cfg['params']:,} parameters, "
+               f"{cfg['device']}, {cfg['dtype']}) with random adapters" if timed
+               else "speed sections skipped")
+    out.append(f"`{cfg['command']}` on {info['machine']}, torch {info['torch']} with "
+               f"{info['torch_threads']} thread(s){', ' + info['gpu'] if 'gpu' in info else ''}"
+               f"; {subject}; {results['seconds']:.0f} s in all.")
+    if cfg["quick"]:
+        out += ["", "A `--quick` smoke run: small grid and few repeats; the ratios are indicative "
+                "only."]
+    out += ["", "## Ratios vs targets", "", *_ratio_table(targets(results) + informational(
+        results))]
+    checks = results.get("requirement_check")
+    if checks:
+        out += ["", "## Requirement checks vs context length (median ms)", "",
+                *_checks_table(checks)]
+        if "latency_png" in files:
+            out += ["", f"![latency vs context length]({files['latency_png']})"]
+    batched = results.get("batched")
+    if batched:
+        out += ["", f"## Batched checks at {batched['context_tokens']} context tokens "
+                "(median ms)", "", *_batched_table(batched)]
+    gen = results.get("generation")
+    if gen:
+        out += ["", "## Generation overhead", "",
+                f"{gen['new_tokens']} new tokens after a {gen['prompt_tokens']}-token prompt: "
+                f"`generate_from_context` {gen['median_s']['ours']:.3f} s "
+                f"({gen['tokens_per_s']['ours']:.1f} tok/s), bare `model.generate` "
+                f"{gen['median_s']['bare']:.3f} s ({gen['tokens_per_s']['bare']:.1f} tok/s): "
+                f"overhead {gen['overhead_pct']:+.1f} %."]
+    react = results.get("react")
+    if react:
+        out += ["", f"## ReACT turns ({react['turns']} turns, fastest of {react['repeats']})",
+                "", *_react_table(react)]
+    out += ["", "## Adapter accuracy", ""]
+    acc = results.get("accuracy") or {}
+    if "skipped" in acc:
+        out.append(f"Skipped: {acc['skipped']}")
+    else:
+        out += [f"{acc['examples']} labelled checks from {acc['source']}; model "
+                f"{acc['model']}.", "", *_accuracy_table(acc)]
+        if "accuracy_png" in files:
+            out += ["", f"![accuracy per family per adapter]({files['accuracy_png']})"]
+    if results.get("plots_note"):
+        out += ["", results["plots_note"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,368 @@
+"""The whole benchmark suite in one run: what ``mellea-local bench`` does.
+
+Order matters: generation and ReACT need the bare model, so they run before the random
+adapters are loaded (PEFT patches the model in place); the speed model is then released before
+the accuracy model loads, so a GPU holds one of them at a time. Each section's numbers have the
+same JSON shape as its standalone script in ``benchmarks/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
+
+EMBEDDED = "embedded"
+SECTIONS = ("generation", "react", "requirement_check", "batched", "accuracy")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """How much to measure: the full grid, or the ``--quick`` smoke-test one."""
+
+    lengths: tuple[int, ...]
+    repeats: int
+    new_tokens: int
+    react_turns: int
+    react_repeats: int
+    batch_sizes: tuple[int, ...]
+    examples_per_family: int
+    size: str
+
+
+FULL = Grid(lengths=(256, 1024, 2048, 4096), repeats=7, new_tokens=256, react_turns=10,
+            react_repeats=3, batch_sizes=(1, 2, 4, 8), examples_per_family=40, size="bench-20m")
+QUICK = Grid(lengths=(128, 512), repeats=3, new_tokens=32, react_turns=2, react_repeats=2,
+             batch_sizes=(1, 4, 8), examples_per_family=2, size="tiny")
+
+
+@dataclass
+class SuiteConfig:
+    """Everything a run depends on; ``None`` fields take the grid's (quick or full) value."""
+
+    out_dir: Path = Path("benchmarks/results")
+    name: str | None = None
+    quick: bool = False
+    size: str | None = None
+    model: str | None = None
+    adapter: str | None = None
+    dataset: Path | None = None
+    device: str | None = None
+    dtype: str | None = None
+    threads: int | None = None
+    lengths: list[int] | None = None
+    repeats: int | None = None
+    examples: int | None = None
+    seed: int = HELD_OUT_SEED
+    command: str = "mellea-local bench"
+    skip: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def grid(self) -> Grid:
+        return QUICK if self.quick else FULL
+
+
+@dataclass
+class SuiteRun:
+    """What a run produced: the results (as written to JSON) and the paths it wrote."""
+
+    results: dict[str, Any]
+    paths: dict[str, Path]
+
+
+def default_name(quick: bool, device: torch.device) -> str:
+    """``bench``, ``bench-quick``, ``bench-cuda``: quick runs never overwrite full ones."""
+    name = "bench-quick" if quick else "bench"
+    return name if device.type == "cpu" else f"{name}-{device.type}"
+
+
+def _check_config(cfg: SuiteConfig) -> None:
+    from mellea_local.bench.subjects import SIZES, size_names
+
+    if cfg.size is not None and cfg.size not in SIZES:
+        raise ValueError(f"Unknown --size {cfg.size!r}; use one of {', '.join(size_names())}.")
+    if cfg.size is not None and cfg.model is not None:
+        raise ValueError("Pass --size (a random-init shape) or --model (real weights), not both.")
+    if cfg.name is not None and (not cfg.name or any(c in cfg.name for c in "/\\")
+                                 or cfg.name.startswith(".")):
+        raise ValueError(f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'.")
+    if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 16):
+        raise ValueError("--lengths must list context lengths of at least 16 tokens.")
+    for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
+                        ("--threads", cfg.threads)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    unknown = set(cfg.skip) - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"Unknown section(s) to skip {sorted(unknown)}; use {list(SECTIONS)}.")
+
+
+def _embedded_weights() -> Path:
+    import mellea_local.embedded as embedded_package
+
+    return Path(embedded_package.__file__).parent / "weights" / "mellea-tiny-chat"
+
+
+def _speed_subject(
+    cfg: SuiteConfig, size: str, device: torch.device, dtype: torch.dtype, max_position: int
+) -> tuple[Any, Any, str]:
+    """(model, tokenizer, label): a random-init preset, or the weights ``--model`` names."""
+    if cfg.model is None:
+        from mellea_local.bench.subjects import build_sized_model
+        from mellea_local.embedded import build_tokenizer
+
+        tokenizer = build_tokenizer()
+        model = build_sized_model(tokenizer, size, device=device, dtype=dtype,
+                                  max_position=max_position)
+        return model, tokenizer, size
+    from mellea_local.cli.options import load_backend
+
+    # The bare weights, no adapters: the speed sections load random ones of their own.
+    source = str(_embedded_weights()) if cfg.model == EMBEDDED else cfg.model
+    if cfg.model == EMBEDDED and not (_embedded_weights() / "model.safetensors").is_file():
+        from mellea_local.errors import ModelLoadError
+
+        raise ModelLoadError(
+            f"The embedded model is missing from {_embedded_weights()}; rebuild it with "
+            "`python scripts/train_embedded.py`, or leave out --model to benchmark a "
+            "random-init model.")
+    backend = load_backend(source, device=str(device), dtype=str(dtype).removeprefix("torch."))
+    return backend.model, backend.tokenizer, cfg.model
+
+
+def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list[Any], str]:
+    """(backend, adapters to score, model label), or (None, [], why not) to skip the section.
+
+    Accuracy needs trained adapters: random ones would score chance. Without ``--model`` the
+    embedded model and its trained aLoRA and LoRA are used when this build has them.
+    """
+    from mellea_local.bench.accuracy import check_adapters
+    from mellea_local.cli.options import add_cli_adapter, load_backend
+    from mellea_local.errors import AdapterError
+
+    if cfg.model is None:
+        if not (_embedded_weights() / "model.safetensors").is_file():
+            return None, [], (
+                "the embedded model's trained weights are not in this build "
+                f"({_embedded_weights()}), and random adapters would only score chance. Train "
+                "them with `python scripts/train_embedded.py`, or pass `--model` (and "
+                "`--adapter`) with trained ones.")
+        backend = load_backend(EMBEDDED, device=str(device))
+        label = EMBEDDED
+    else:
+        backend = load_backend(cfg.model, device=str(device), dtype=cfg.dtype)
+        label = cfg.model
+    adapters = check_adapters(backend)
+    if cfg.adapter:
+        name = add_cli_adapter(backend, cfg.adapter)
+        adapters = [*adapters, backend.adapters[name]]
+    if not adapters:
+        try:
+            name = add_cli_adapter(backend, "requirement-check")
+            adapters = [backend.adapters[name]]
+        except AdapterError as exc:
+            return None, [], (f"no trained requirement-check adapter for {label} ({exc}); "
+                              "pass `--adapter` with one.")
+    return backend, adapters, label
+
+
+def _collect() -> None:
+    """Free a section's model once nothing refers to it (PEFT and caches hold cycles)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class _Bars:
+    """One progress bar per section on stderr, the section tables printed above them."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(TextColumn("{task.description:<22}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                                 transient=False)
+
+    def task(self, description: str, total: int) -> Callable[[], None]:
+        task_id = self.progress.add_task(description, total=total)
+        return lambda: self.progress.advance(task_id)
+
+    def print(self, line: str) -> None:
+        self.progress.console.print(line, markup=False, highlight=False)
+
+
+def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
+    """Run every section, write ``<name>.json``, ``<name>.md`` and the PNGs; return both.
+
+    Bad options and a missing dataset fail before any model is built.
+    """
+    from mellea_local.backends.loading import resolve_device, resolve_dtype
+    from mellea_local.bench.timing import machine_info
+
+    _check_config(cfg)
+    items: list[LabelledItem] | None = None
+    if cfg.dataset is not None and "accuracy" not in cfg.skip:
+        items = read_dataset(cfg.dataset)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    grid = cfg.grid
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    size = cfg.size or grid.size
+    lengths = list(cfg.lengths or grid.lengths)
+    repeats = cfg.repeats or grid.repeats
+    name = cfg.name or default_name(cfg.quick, device)
+    err = console or Console(stderr=True, soft_wrap=True)
+    t0 = time.perf_counter()
+    results: dict[str, Any] = {
+        "benchmark": "suite",
+        "name": name,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config": {
+            "command": cfg.command, "quick": cfg.quick,
+            "speed_model": cfg.model or f"random-init {size}",
+            "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+            "lengths": lengths, "repeats": repeats, "new_tokens": grid.new_tokens,
+            "react_turns": grid.react_turns, "react_repeats": grid.react_repeats,
+            "batch_sizes": list(grid.batch_sizes),
+            "dataset": str(cfg.dataset) if cfg.dataset else None,
+            "examples_per_family": None if cfg.dataset else (cfg.examples
+                                                             or grid.examples_per_family),
+            "seed": None if cfg.dataset else cfg.seed,
+            "skipped_sections": list(cfg.skip),
+        },
+    }
+    bars = _Bars(err)
+    with bars.progress, warnings.catch_warnings():
+        # transformers deprecation noise from inside generate(); nothing a user can act on.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                category=FutureWarning)
+        _speed_sections(cfg, results, bars, size=size, device=device, dtype=dtype,
+                        lengths=lengths, repeats=repeats)
+        _collect()  # the speed model goes before the accuracy model loads
+        results["environment"] = machine_info()
+        if "accuracy" in cfg.skip:
+            results["accuracy"] = {"skipped": "left out with --skip accuracy."}
+        else:
+            results["accuracy"] = _accuracy_section(cfg, items, bars, device)
+            _collect()
+    results["seconds"] = time.perf_counter() - t0
+    return SuiteRun(results, write_outputs(results, cfg.out_dir, name, err))
+
+
+def _speed_sections(
+    cfg: SuiteConfig, results: dict[str, Any], bars: _Bars, *, size: str, device: torch.device,
+    dtype: torch.dtype, lengths: list[int], repeats: int,
+) -> None:
+    from mellea_local.bench.batched import format_batched, measure_batched
+    from mellea_local.bench.generation import format_generation, measure_generation
+    from mellea_local.bench.react_turns import format_react, measure_react
+    from mellea_local.bench.requirement_check import (
+        HEADER,
+        format_row,
+        measure_requirement_checks,
+        open_check_bench,
+    )
+    from mellea_local.bench.subjects import param_count
+
+    grid = cfg.grid
+    wanted = [s for s in SECTIONS[:4] if s not in cfg.skip]
+    if not wanted:
+        results["config"]["params"] = 0
+        return
+    max_position = max(8192, max(lengths) + 512)
+    model, tokenizer, label = _speed_subject(cfg, size, device, dtype, max_position)
+    results["config"]["params"] = param_count(model)
+    if "generation" in wanted:
+        tick = bars.task("generation overhead", repeats)
+        results["generation"] = measure_generation(
+            model, tokenizer, new_tokens=grid.new_tokens, repeats=repeats, tick=tick)
+        bars.print(format_generation(results["generation"]))
+    if "react" in wanted:
+        tick = bars.task("react turns", grid.react_repeats)
+        results["react"] = measure_react(model, tokenizer, turns=grid.react_turns,
+                                         repeats=grid.react_repeats, tick=tick)
+        for line in format_react(results["react"]):
+            bars.print(line)
+    if "requirement_check" in wanted or "batched" in wanted:
+        bench = open_check_bench(model, tokenizer, model_id=label)
+        try:
+            if "requirement_check" in wanted:
+                tick = bars.task("requirement checks", repeats * len(lengths))
+                bars.print(HEADER)
+                results["requirement_check"] = measure_requirement_checks(
+                    bench, lengths=lengths, repeats=repeats, model_label=label,
+                    on_row=lambda row: bars.print(format_row(row)), tick=tick)
+            if "batched" in wanted:
+                tick = bars.task("batched checks", repeats)
+                results["batched"] = measure_batched(
+                    bench, length=max(lengths), batch_sizes=grid.batch_sizes,
+                    repeats=repeats, tick=tick)
+                for line in format_batched(results["batched"]):
+                    bars.print(line)
+        finally:
+            bench.close()
+
+
+def _accuracy_section(
+    cfg: SuiteConfig, items: list[LabelledItem] | None, bars: _Bars, device: torch.device
+) -> dict[str, Any]:
+    from mellea_local.bench.accuracy import evaluate_accuracy, synthetic_items
+
+    backend, adapters, label = _accuracy_backend(cfg, device)
+    if backend is None:
+        bars.print(f"accuracy skipped: {label}")
+        return {"skipped": label}
+    if items is None:
+        n = cfg.examples or cfg.grid.examples_per_family
+        items = synthetic_items(cfg.seed, n)
+        source = f"the synthetic held-out set (seed {cfg.seed}, {n} per family)"
+    else:
+        source = f"`{cfg.dataset}`"
+    tick = bars.task("adapter accuracy", len(items) * len(adapters))
+    acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
+    acc["source"] = source
+    acc["model"] = label
+    for name, cell in acc["adapters"].items():
+        bars.print(f"accuracy {name} ({cell['kind']}): {cell['overall']['accuracy']:.3f} "
+                   f"over {cell['overall']['n']} checks")
+    return acc
+
+
+def write_outputs(
+    results: dict[str, Any], out_dir: Path, name: str, console: Console
+) -> dict[str, Path]:
+    """Write the PNGs (when matplotlib is there), the markdown report and the JSON."""
+    from mellea_local.bench.plots import PLOTS_HINT, have_matplotlib, plot_accuracy, plot_latency
+    from mellea_local.bench.report import markdown, targets
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
+    if have_matplotlib():
+        if results.get("requirement_check"):
+            paths["latency_png"] = plot_latency(results["requirement_check"],
+                                                out_dir / f"{name}_latency.png",
+                                                react=results.get("react"))
+        if "adapters" in results.get("accuracy", {}):
+            paths["accuracy_png"] = plot_accuracy(results["accuracy"],
+                                                  out_dir / f"{name}_accuracy.png")
+    else:
+        results["plots_note"] = (f"PNG figures not drawn: matplotlib is not installed "
+                                 f"(`{PLOTS_HINT}`).")
+        console.print(f"note: no PNG figures without matplotlib; {PLOTS_HINT}", markup=False,
+                      highlight=False, style="yellow")
+    results["targets"] = targets(results)
+    results["files"] = {k: p.name for k, p in paths.items()}
+    paths["markdown"].write_text(markdown(results, results["files"]), "utf-8")
+    paths["json"].write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    return paths

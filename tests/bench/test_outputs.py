@@ -1,0 +1,172 @@
+"""Targets, the markdown report, the PNGs and the JSON, from a hand-made result (no model)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from mellea_local.bench import plots
+from mellea_local.bench.report import informational, markdown, targets
+from mellea_local.bench.suite import write_outputs
+from mellea_local.bench.timing import interleaved_medians
+from mellea_local.cli.bench_cmd import command_line, parse_lengths
+
+
+def _row(ctx: int, ours: float, floor: float, scratch: float, batch8: float) -> dict:
+    med = {"ours": ours, "floor": floor, "alora_scratch": scratch, "lora": scratch * 1.1,
+           "llm_judge": scratch * 1.3, "batch8": batch8}
+    return {"context_tokens": ctx, "suffix_tokens": 73, "median_ms": med,
+            "ours_over_floor": ours / floor, "scratch_over_ours": scratch / ours,
+            "lora_over_ours": scratch * 1.1 / ours, "batch8_over_one": batch8 / ours,
+            "judge_over_ours": scratch * 1.3 / ours}
+
+
+def _turns(ms: list[float], prefilled: list[int]) -> list[dict]:
+    return [{"turn": i + 1, "min_ms": m, "median_ms": m, "ttft_min_ms": m / 3,
+             "ttft_median_ms": m / 3, "prompt_tokens": 266 + 253 * i, "prefilled_tokens": p,
+             "reused_tokens": 0, "new_tokens": 22} for i, (m, p) in enumerate(zip(ms, prefilled,
+                                                                               strict=True))]
+
+
+@pytest.fixture()
+def results() -> dict:
+    family = "The response mentions a rather long word that needs shortening."
+    cell = {"n": 4, "correct": 3, "accuracy": 0.75}
+    return {
+        "benchmark": "suite", "name": "unit", "seconds": 12.0,
+        "config": {"command": "mellea-local bench --quick", "quick": True,
+                   "speed_model": "random-init tiny", "params": 336192, "device": "cpu",
+                   "dtype": "float32"},
+        "environment": {"machine": "test-box", "torch": "2.x", "torch_threads": 1},
+        "generation": {"new_tokens": 32, "prompt_tokens": 33, "overhead_pct": 2.0,
+                       "median_s": {"ours": 0.051, "bare": 0.05},
+                       "tokens_per_s": {"ours": 627.0, "bare": 640.0}},
+        "requirement_check": {"model": "tiny", "device": "cpu", "dtype": "float32", "rows": [
+            _row(300, 10.0, 9.0, 20.0, 25.0),     # only ours/floor and batch8 apply
+            _row(2100, 12.0, 8.0, 72.0, 30.0),    # scratch >= 5 met; ours/floor 1.5 missed
+            _row(4300, 15.0, 14.0, 120.0, 50.0),  # scratch 8 < 10 missed; batch8 3.33 missed
+        ]},
+        "batched": {"context_tokens": 4300, "repeats": 3, "rows": [
+            {"checks": 1, "batched_ms": 10.0, "sequential_ms": 10.0, "ms_per_check": 10.0,
+             "sequential_over_batched": 1.0, "batched_over_one": 1.0},
+            {"checks": 8, "batched_ms": 24.0, "sequential_ms": 80.0, "ms_per_check": 3.0,
+             "sequential_over_batched": 80 / 24, "batched_over_one": 2.4}]},
+        "react": {"turns": 2, "repeats": 2,
+                  "reuse": {"per_turn": _turns([50, 52], [266, 232]),
+                            "turn2_over_turn1": 1.04, "ttft_turn2_over_turn1": 1.04},
+                  "no_reuse": {"per_turn": _turns([50, 90], [266, 519]),
+                               "turn2_over_turn1": 1.8, "ttft_turn2_over_turn1": 1.8}},
+        "accuracy": {"examples": 8, "families": ["all_caps", family], "source": "unit data",
+                     "model": "embedded", "adapters": {
+                         "rc_alora": {"kind": "alora",
+                                      "families": {"all_caps": cell, family: cell},
+                                      "overall": {"n": 8, "correct": 6, "accuracy": 0.75}},
+                         "rc_lora": {"kind": "lora",
+                                     "families": {"all_caps": cell, family: cell},
+                                     "overall": {"n": 8, "correct": 6, "accuracy": 0.75}}}},
+    }
+
+
+def test_targets_apply_where_the_context_is_long_enough(results):
+    got = {(t["ratio"], t["where"]): (round(t["value"], 2), t["target"], t["met"])
+           for t in targets(results)}
+    assert got == {
+        ("ours/floor", "300 tokens"): (1.11, "<= 1.3", True),
+        ("batch8/one", "300 tokens"): (2.5, "<= 3", True),
+        ("ours/floor", "2100 tokens"): (1.5, "<= 1.3", False),
+        ("scratch/ours", "2100 tokens"): (6.0, ">= 5", True),
+        ("batch8/one", "2100 tokens"): (2.5, "<= 3", True),
+        ("ours/floor", "4300 tokens"): (1.07, "<= 1.3", True),
+        ("scratch/ours", "4300 tokens"): (8.0, ">= 10", False),
+        ("batch8/one", "4300 tokens"): (3.33, "<= 3", False),
+    }
+
+
+def test_a_short_grid_says_the_scratch_target_was_not_measured(results):
+    results["requirement_check"]["rows"] = results["requirement_check"]["rows"][:1]
+    [scratch] = [t for t in targets(results) if t["ratio"] == "scratch/ours"]
+    assert scratch["value"] is None and scratch["met"] is None
+    assert "2048" in scratch["where"]
+
+
+def test_informational_ratios_carry_no_target(results):
+    info = informational(results)
+    assert all(t["met"] is None for t in info)
+    by_name = {t["ratio"]: t["value"] for t in info}
+    assert by_name["generation overhead %"] == 2.0
+    assert by_name["first-token turn 2/turn 1, no_reuse"] == 1.8
+    assert by_name["8 single checks / one batch of 8"] == pytest.approx(80 / 24)
+
+
+def test_markdown_has_every_section_and_links_only_drawn_figures(results):
+    text = markdown(results, {"latency_png": "unit_latency.png"})
+    for heading in ("# Benchmark `unit`", "## Ratios vs targets",
+                    "## Requirement checks vs context length", "## Batched checks at 4300",
+                    "## Generation overhead", "## ReACT turns", "## Adapter accuracy"):
+        assert heading in text
+    assert "![latency vs context length](unit_latency.png)" in text
+    assert "accuracy.png" not in text
+    assert "| **overall** | **0.750** (6/8) | **0.750** (6/8) |" in text
+    assert "| ours/floor | 2100 tokens | 1.50 | <= 1.3 | **missed** |" in text
+    results["accuracy"] = {"skipped": "no trained adapters here."}
+    assert "Skipped: no trained adapters here." in markdown(results, {})
+
+
+def test_write_outputs_draws_pngs_that_open(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    err = io.StringIO()
+    paths = write_outputs(results, tmp_path, "unit", Console(file=err))
+    assert set(paths) == {"json", "markdown", "latency_png", "accuracy_png"}
+    for key in ("latency_png", "accuracy_png"):
+        assert paths[key].stat().st_size > 10_000
+        with Image.open(paths[key]) as img:
+            img.verify()
+        with Image.open(paths[key]) as img:
+            assert img.format == "PNG" and img.size[0] >= 600 and img.size[1] >= 400
+    saved = json.loads(paths["json"].read_text())
+    assert saved["files"] == {"json": "unit.json", "markdown": "unit.md",
+                              "latency_png": "unit_latency.png",
+                              "accuracy_png": "unit_accuracy.png"}
+    assert len(saved["targets"]) == 8
+    md = paths["markdown"].read_text()
+    assert "(unit_latency.png)" in md and "(unit_accuracy.png)" in md
+    assert err.getvalue() == ""
+
+
+def test_without_matplotlib_json_and_markdown_still_come_and_say_how(results, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    err = io.StringIO()
+    paths = write_outputs(results, tmp_path, "unit", Console(file=err, width=200))
+    assert set(paths) == {"json", "markdown"}
+    assert not list(tmp_path.glob("*.png"))
+    assert err.getvalue().count(plots.PLOTS_HINT) == 1
+    assert plots.PLOTS_HINT in paths["markdown"].read_text()
+    assert plots.PLOTS_HINT in json.loads(paths["json"].read_text())["plots_note"]
+
+
+def test_modes_are_interleaved_round_robin():
+    calls: list[str] = []
+    ticks: list[int] = []
+    med = interleaved_medians({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                              3, tick=lambda: ticks.append(1))
+    assert calls == ["a", "b"] * 3
+    assert len(ticks) == 3 and set(med) == {"a", "b"} and all(v >= 0 for v in med.values())
+
+
+def test_cli_helpers():
+    assert parse_lengths("128, 512,") == [128, 512]
+    assert parse_lengths(None) is None
+    with pytest.raises(ValueError, match="comma-separated"):
+        parse_lengths("128;512")
+    from pathlib import Path
+
+    line = command_line({"quick": True, "name": None, "out_dir": Path("benchmarks/results"),
+                         "seed": 9000, "device": "cuda", "skip": ["react", "batched"],
+                         "debug": False})
+    assert line == "mellea-local bench --quick --device cuda --skip react --skip batched"

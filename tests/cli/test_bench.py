@@ -1,0 +1,182 @@
+"""``mellea-local bench``: the quick suite end to end, in process and through a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mellea_local.cli import app
+
+from .data import row
+
+runner = CliRunner()
+SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react")
+MODES = {"ours", "floor", "alora_scratch", "lora", "llm_judge", "batch8"}
+
+
+def _assert_png(path: Path) -> None:
+    from PIL import Image
+
+    assert path.is_file() and path.stat().st_size > 10_000, path
+    with Image.open(path) as img:
+        img.verify()
+    with Image.open(path) as img:
+        assert img.format == "PNG" and min(img.size) >= 300
+
+
+def _embedded_shipped() -> bool:
+    import mellea_local.embedded as embedded
+
+    return (Path(embedded.__file__).parent / "weights" / "mellea-tiny-chat"
+            / "model.safetensors").is_file()
+
+
+def test_quick_bench_writes_json_report_and_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = runner.invoke(app, ["bench", "--quick", "--threads", "1", "--out-dir",
+                                 str(tmp_path), "--name", "q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "q.json").read_text())
+    assert data["benchmark"] == "suite" and data["name"] == "q"
+    assert data["config"]["quick"] is True
+    assert data["config"]["speed_model"] == "random-init tiny"
+    assert data["config"]["command"] == "mellea-local bench --quick --name q --out-dir " \
+        f"{tmp_path} --threads 1"
+    for section in SPEED_SECTIONS:
+        assert section in data, section
+    rows = data["requirement_check"]["rows"]
+    assert len(rows) == 2 and rows[0]["context_tokens"] < rows[1]["context_tokens"]
+    assert all(set(r["median_ms"]) == MODES for r in rows)
+    assert all(r["suffix_tokens"] > 0 and r["ours_over_floor"] > 0 for r in rows)
+    assert [r["checks"] for r in data["batched"]["rows"]] == [1, 4, 8]
+    assert data["generation"]["new_tokens"] == 32
+    assert data["react"]["turns"] == 2
+    reuse = data["react"]["reuse"]["per_turn"]
+    # The second turn reuses the first one's history: it prefills less than its prompt.
+    assert reuse[1]["reused_tokens"] > 0
+    assert reuse[1]["prefilled_tokens"] < reuse[1]["prompt_tokens"]
+    assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours"}
+    _assert_png(tmp_path / "q_latency.png")
+    md = (tmp_path / "q.md").read_text()
+    assert "(q_latency.png)" in md and "## Ratios vs targets" in md
+    acc = data["accuracy"]
+    if _embedded_shipped():
+        assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora"}
+        _assert_png(tmp_path / "q_accuracy.png")
+    else:  # no trained adapters in this build: a note, not a failure
+        assert "not in this build" in acc["skipped"]
+        assert "Skipped: the embedded model" in md
+        assert not (tmp_path / "q_accuracy.png").exists()
+        assert "accuracy skipped:" in result.output
+    assert f"wrote {tmp_path / 'q.json'}" in result.output
+
+
+def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp_path):
+    """Accuracy only, on a saved model with a random aLoRA: the verdicts are check's."""
+    pytest.importorskip("matplotlib")
+    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.core.context import ChatContext
+    from mellea_local.intrinsics import arequirement_checks
+    from mellea_local.messages import Message
+
+    model_dir, adapter_dir = cli_model
+    lines = [row(1, label=[True, False], family="city"), row(2, label=True),
+             row(3, label=[False, False], family=["a", "b"])]
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    skip = [arg for s in SPEED_SECTIONS for arg in ("--skip", s)]
+    result = runner.invoke(app, ["bench", "--quick", "--model", str(model_dir), "--adapter",
+                                 str(adapter_dir), "--dataset", str(data), "--out-dir",
+                                 str(tmp_path), "--name", "acc", *skip])
+    assert result.exit_code == 0, result.output
+    out = json.loads((tmp_path / "acc.json").read_text())
+    assert not any(s in out for s in SPEED_SECTIONS)
+    acc = out["accuracy"]
+    assert list(acc["adapters"]) == ["cli-adapter"]
+    assert acc["families"] == ["city", "Answer briefly.", "Mention paris.", "a", "b"]
+
+    backend = LocalHFBackend(model_dir, device="cpu")
+    name = backend.add_adapter(adapter_dir).name
+    right: dict[str, list[bool]] = {f: [] for f in acc["families"]}
+    for text in lines:
+        obj = json.loads(text)
+        ctx = ChatContext()
+        for m in obj["messages"]:
+            ctx = ctx.add(Message(m["role"], m["content"]))
+        scores = asyncio.run(arequirement_checks(ctx, backend, obj["requirements"],
+                                                 adapter=name))
+        labels = obj["label"] if isinstance(obj["label"], list) else [obj["label"]] * 2
+        fam = obj.get("family", obj["requirements"])
+        fams = fam if isinstance(fam, list) else [fam] * 2
+        for s, lab, f in zip(scores, labels, fams, strict=True):
+            right[f].append((s > 0.5) == lab)
+    got = acc["adapters"]["cli-adapter"]["families"]
+    assert {f: (c["n"], c["correct"]) for f, c in got.items()} == {
+        f: (len(r), sum(r)) for f, r in right.items()}
+    _assert_png(tmp_path / "acc_accuracy.png")
+    assert not (tmp_path / "acc_latency.png").exists()
+    assert "(acc_accuracy.png)" in (tmp_path / "acc.md").read_text()
+
+
+def test_a_model_without_trained_adapters_skips_accuracy_with_a_note(cli_model, tmp_path):
+    model_dir, _ = cli_model
+    skip = [arg for s in SPEED_SECTIONS for arg in ("--skip", s)]
+    result = runner.invoke(app, ["bench", "--quick", "--model", str(model_dir), "--out-dir",
+                                 str(tmp_path), "--name", "none", *skip])
+    assert result.exit_code == 0, result.output
+    skipped = json.loads((tmp_path / "none.json").read_text())["accuracy"]["skipped"]
+    assert "no trained requirement-check adapter" in skipped and "--adapter" in skipped
+    assert "speed sections skipped" in (tmp_path / "none.md").read_text()
+
+
+def test_missing_dataset_is_one_line_and_nonzero(tmp_path):
+    out_dir = tmp_path / "out"
+    result = runner.invoke(app, ["bench", "--quick", "--dataset", str(tmp_path / "nope.jsonl"),
+                                 "--out-dir", str(out_dir)])
+    assert result.exit_code == 1
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: The labelled dataset") and "nope.jsonl" in lines[0]
+    assert "Traceback" not in result.output
+    assert not out_dir.exists()  # it failed before building anything
+
+
+def test_bad_options_are_one_line(tmp_path):
+    for args, words in ((["--size", "huge"], "Unknown --size 'huge'"),
+                        (["--lengths", "12x"], "comma-separated"),
+                        (["--skip", "everything"], "Unknown section")):
+        result = runner.invoke(app, ["bench", "--quick", "--out-dir", str(tmp_path), *args])
+        assert result.exit_code == 1, args
+        assert result.output.startswith("error: ") and words in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_debug_keeps_the_traceback(tmp_path):
+    from mellea_local.bench.accuracy import DatasetError
+
+    result = runner.invoke(app, ["bench", "--dataset", str(tmp_path / "nope.jsonl"), "--debug"])
+    assert result.exit_code != 0 and isinstance(result.exception, DatasetError)
+
+
+def test_quick_bench_through_a_subprocess(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", COLUMNS="200", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mellea_local", "bench", "--quick", "--threads", "1",
+         "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "bench-quick.json").read_text())
+    assert all(s in data for s in SPEED_SECTIONS)
+    assert ("adapters" in data["accuracy"]) == _embedded_shipped()
+    assert (tmp_path / "bench-quick.md").is_file()
+    if "plots_note" not in data:
+        _assert_png(tmp_path / "bench-quick_latency.png")
+    assert "ours/floor" in proc.stdout and "wrote " in proc.stdout
+    assert "Traceback" not in proc.stderr
