@@ -1,12 +1,14 @@
 """Train the embedded chat model and its requirement-check adapters, reproducibly, on a CPU.
 
-    python scripts/train_embedded.py            # the shipped artifacts (~20 min on 2 cores)
+    python scripts/train_embedded.py            # the shipped artifacts (~50 min on 2 cores)
     python scripts/train_embedded.py --quick    # a 1-2 minute smoke run into /tmp
 
 Three stages, top to bottom:
 
 1. Base: a random-init Llama from ``mellea_local.embedded.build_model`` trained as a language
-   model on synthetic chats and ReACT traces (loss on assistant tokens only), saved as
+   model (loss on assistant tokens only) on synthetic chats, ReACT traces and self-checks
+   (questions about the form of an answer: the concepts the requirement checks need), after a
+   short copying warm-up that forms the induction circuit ReACT arguments depend on. Saved as
    ``mellea_local/embedded/weights/mellea-tiny-chat/``.
 2. aLoRA: requirement-check examples rendered into exactly the token ids the intrinsic feeds
    at inference (``build_check_prompts``: conversation, io.yaml instruction turn, the
@@ -76,17 +78,19 @@ class Config:
     copy_steps: int = 300  # induction warm-up on random-token copying (see copy_rows)
     copy_batch: int = 64
     copy_lr: float = 2e-3
-    base_steps: int = 1400
+    copy_every: int = 4  # then every 4th base step is a copy batch, so the circuit survives
+    base_steps: int = 4500
     base_batch_tokens: int = 2048
     base_lr: float = 3e-3
-    chat_examples: int = 28000
-    react_examples: int = 2800
+    chat_examples: int = 20000
+    react_examples: int = 2500
+    self_check_examples: int = 20000
     # adapters
     adapter_rank: int = 32
     adapter_alpha: int = 64
     adapter_modules: tuple[str, ...] = (
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    adapter_steps: int = 400
+    adapter_steps: int = 700
     adapter_batch: int = 32
     adapter_lr: float = 2e-3
     adapter_pseudo_rate: float = 0.15
@@ -95,8 +99,8 @@ class Config:
 
 
 QUICK = dict(hidden_size=128, num_layers=2, intermediate_size=256, copy_steps=20, base_steps=40,
-             chat_examples=1500, react_examples=150, adapter_steps=40, adapter_rank=8,
-             adapter_alpha=16)
+             chat_examples=1500, react_examples=150, self_check_examples=500, adapter_steps=40,
+             adapter_rank=8, adapter_alpha=16)
 
 
 def log(msg: str) -> None:
@@ -126,7 +130,8 @@ def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]
 
     An assistant turn is learned from the token after ``<|end_of_role|>`` through its
     ``<|end_of_text|>``; a leading ``<think>`` is not learned: with thinking on, the
-    generation prompt writes it, and with thinking off the model must not.
+    generation prompt writes it, and with thinking off the model must not. With
+    ``last_turn_only`` only the final assistant turn is learned.
     """
     text = tok.apply_chat_template(example.messages, tools=example.tools, tokenize=False)
     ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -136,8 +141,9 @@ def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]
     think = tok.convert_tokens_to_ids("<think>")
     labels = [-100] * len(ids)
     i = 0
+    last = max(k for k in range(len(ids)) if ids[k] == sor) if example.last_turn_only else 0
     while i < len(ids):
-        if ids[i] == sor and ids[i + 1: i + 1 + len(assistant)] == assistant:
+        if i >= last and ids[i] == sor and ids[i + 1: i + 1 + len(assistant)] == assistant:
             j = i + 1 + len(assistant)
             assert ids[j] == eor
             j += 1
@@ -201,6 +207,7 @@ def copy_rows(
 def base_rows(cfg: Config, tok: Any) -> list[tuple[list[int], list[int]]]:
     rng = random.Random(cfg.base_seed)
     examples = [S.chat_example(rng) for _ in range(cfg.chat_examples)]
+    examples += [S.self_check_example(rng) for _ in range(cfg.self_check_examples)]
     for _ in range(cfg.react_examples):
         task = S.react_task(rng)
         examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
@@ -254,10 +261,15 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
             log(f"copy warm-up step {step}/{cfg.copy_steps} loss {loss:.3f} "
                 f"({time.perf_counter() - t1:.0f}s)")
     history = []
+    taken = 0
     for step in range(cfg.base_steps):
-        batch = batches[step % len(batches)]
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg.base_steps, cfg.base_lr)
+        if cfg.copy_every and step % cfg.copy_every == cfg.copy_every - 1:
+            lm_step(model, opt, copy_rows(copy_rng, cfg.copy_batch, len(tok), seps), pad)
+            continue
+        batch = batches[taken % len(batches)]
+        taken += 1
         loss = lm_step(model, opt, [rows[i] for i in batch], pad)
         history.append(loss)
         if step % 50 == 0 or step == cfg.base_steps - 1:

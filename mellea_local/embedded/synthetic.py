@@ -12,6 +12,8 @@ fresh seeds for a held-out set from the same distribution.
   label-first, so every family is balanced, with the hard negatives a shortcut would miss
   (one lowercase word among capitals, a ``?`` mid-text, JSON with a trailing comma, the word
   mentioned by the user but not in the response, word counts at the boundary).
+- ``self_check_example``: a drawn answer, a question about its form in words unlike the
+  requirement texts, and the true "Yes."/"No.": the concepts the base must know.
 - ``react_task`` / ``react_trace``: calculator and lookup tasks in exactly the message shape
   ``mellea_local.react`` renders (its initiator text and tool specs are used, not copied).
 
@@ -433,6 +435,8 @@ class ChatExample:
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
+    last_turn_only: bool = False
+    """Learn only the last assistant turn (earlier ones are drawn data, not model behaviour)."""
 
 
 _FORMS = ("plain", "plain", "plain", "word", "caps", "json", "question")
@@ -555,6 +559,34 @@ def chat_example(rng: random.Random, *, thinking_rate: float = 0.3) -> ChatExamp
         turn["reasoning_content"] = thought
     messages.append(turn)
     return ChatExample(messages)
+
+
+# ----- self-checks: the base learns to see the form of its answers ----------------------------
+
+# Phrased unlike the requirement texts: the base learns the concepts, the adapters the intrinsic.
+SELF_CHECK_QUESTIONS = {
+    "all_caps": ("Was your answer in capital letters only?", "Did you write only in capitals?"),
+    "mentions": ("Did you say {word}?", "Does your answer have the word {word}?"),
+    "max_words": ("Did you use {n} words or fewer?", "Was your answer {n} words or shorter?"),
+    "has_number": ("Is there a digit in your answer?", "Did your answer use any digits?"),
+    "question": ("Did your answer end with a question mark?", "Did you end with a question?"),
+    "json": ("Was your answer valid JSON?", "Can your answer be parsed as JSON?"),
+}
+
+
+def self_check_example(rng: random.Random) -> ChatExample:
+    """A drawn answer, a question about its form, and the true "Yes."/"No.".
+
+    A real base model knows what capitals, digits or JSON are before an adapter is trained on
+    it; this gives the tiny base that knowledge, so the features the checks need exist in the
+    key/value states of the answer (an aLoRA reads those states, it cannot change them).
+    """
+    family = rng.choice(FAMILIES)
+    example = check_example(rng, family, rng.random() < 0.5, pseudo_rate=0.1)
+    question = rng.choice(SELF_CHECK_QUESTIONS[family]).format(**example.slots)
+    messages = [*example.messages, {"role": "user", "content": question},
+                {"role": "assistant", "content": "Yes." if example.label else "No."}]
+    return ChatExample(messages, last_turn_only=True)
 
 
 # ----- ReACT: calculator and lookup tasks -----------------------------------------------------

@@ -1,0 +1,104 @@
+"""The synthetic data the embedded model and its adapters learn from: its ground truth.
+
+The labels are computed by plain Python predicates; these tests pin those predicates, the
+balance of every family, the held-out vocabulary and the shapes of the ReACT traces, so a
+change to the data generator cannot silently change what the shipped model was taught.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mellea_local.embedded import build_tokenizer
+from mellea_local.embedded import synthetic as S
+from mellea_local.embedded.corpus import corpus_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+
+def test_predicates_are_the_plain_python_truth():
+    assert S.is_all_caps("HELLO, WORLD 42!") and not S.is_all_caps("HELLO World")
+    assert not S.is_all_caps("123")
+    assert S.mentions("We met in PARIS.", "Paris") and not S.mentions("a parish", "paris")
+    assert S.word_count('{"a": 1}') == 2
+    assert S.has_number("route 66") and not S.has_number("sixty six")
+    assert S.ends_with_question_mark("Why? Because.") is False
+    assert S.is_valid_json('{"a": [1, 2]}') and S.is_valid_json("42")
+    assert not S.is_valid_json("NaN") and not S.is_valid_json("{'a': 1}")
+
+
+@pytest.mark.parametrize("vocab", ["train", "unseen"])
+def test_check_examples_are_balanced_and_labelled_by_the_predicates(vocab):
+    examples = S.check_examples(random.Random(7), 40, vocab=vocab)
+    for family in S.FAMILIES:
+        mine = [e for e in examples if e.family == family]
+        assert sum(e.label for e in mine) == 20
+        for e in mine:
+            assert S.PREDICATES[family](e.response, e.slots) == e.label
+            assert e.requirement == S.requirement_for(family, **e.slots)
+            if vocab == "unseen":
+                assert S.has_unseen_word(e.response)
+
+
+def test_unseen_words_never_occur_in_the_tokenizer_corpus_or_training_words():
+    corpus = set(re.findall(r"[a-z]+", " ".join(corpus_lines()).lower()))
+    assert not set(S.UNSEEN_WORDS) & corpus
+    assert not set(S.UNSEEN_WORDS) & set(S.VOCAB)
+    assert all(S.pseudo_word(random.Random(i)) not in S.UNSEEN_WORDS for i in range(200))
+
+
+def test_react_traces_use_the_real_tools_and_answers():
+    rng = random.Random(3)
+    for _ in range(10):
+        task = S.react_task(rng)
+        trace = S.react_trace(rng, task)
+        assert [m["role"] for m in trace.messages] == [
+            "user", "assistant", "tool", "user", "assistant"]
+        assert trace.messages[2]["content"] == task.answer
+        final = trace.messages[-1]["tool_calls"][0]["function"]
+        assert final == {"name": "final_answer", "arguments": {"answer": task.answer}}
+        assert [t["function"]["name"] for t in trace.tools] == [*task.offered, "final_answer"]
+
+
+def test_self_checks_ask_about_the_answer_and_answer_with_its_truth():
+    rng = random.Random(11)
+    seen = set()
+    for _ in range(60):
+        example = S.self_check_example(rng)
+        *conversation, question, verdict = example.messages
+        assert example.last_turn_only
+        assert question["role"] == "user" and verdict["content"] in {"Yes.", "No."}
+        family = next(f for f, qs in S.SELF_CHECK_QUESTIONS.items()
+                      if any(re.fullmatch(re.sub(r"\\{\w+\\}", ".+", re.escape(q)),
+                                          question["content"]) for q in qs))
+        seen.add(family)
+        # The phrasings differ from the requirement texts: the adapters learn those.
+        assert question["content"] not in S.PHRASINGS.values()
+        answer = conversation[-1]["content"]
+        slots = {}
+        if family == "mentions":
+            slots["word"] = re.search(r"(say|word) (.+)\?$", question["content"]).group(2)
+        if family == "max_words":
+            slots["n"] = int(re.search(r"\d+", question["content"]).group())
+        assert S.PREDICATES[family](answer, slots) == (verdict["content"] == "Yes.")
+    assert seen == set(S.FAMILIES)
+
+
+def test_training_learns_only_the_last_turn_of_a_self_check():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_embedded
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    tok = build_tokenizer()
+    example = S.self_check_example(random.Random(5))
+    ids, labels = train_embedded.encode_chat(tok, example)
+    learned = tok.decode([t for t in labels if t != -100])
+    assert learned == example.messages[-1]["content"] + tok.eos_token
+    assert len(ids) == len(labels)
