@@ -1,6 +1,6 @@
 """Train the embedded chat model and its requirement-check adapters, reproducibly, on a CPU.
 
-    python scripts/train_embedded.py            # the shipped artifacts (~50 min on 2 cores)
+    python scripts/train_embedded.py            # the shipped artifacts (~53 min on 2 cores)
     python scripts/train_embedded.py --quick    # a 1-2 minute smoke run into /tmp
 
 Three stages, top to bottom:
@@ -79,7 +79,7 @@ class Config:
     copy_batch: int = 64
     copy_lr: float = 2e-3
     copy_every: int = 4  # then every 4th base step is a copy batch, so the circuit survives
-    base_steps: int = 4500
+    base_steps: int = 7000
     base_batch_tokens: int = 2048
     base_lr: float = 3e-3
     chat_examples: int = 20000
@@ -90,7 +90,7 @@ class Config:
     adapter_alpha: int = 64
     adapter_modules: tuple[str, ...] = (
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    adapter_steps: int = 700
+    adapter_steps: int = 900
     adapter_batch: int = 32
     adapter_lr: float = 2e-3
     adapter_pseudo_rate: float = 0.15
@@ -333,8 +333,12 @@ def check_rows(backend: LocalHFBackend, adapter: Adapter,
     rows = []
     for ex in examples:
         prompt = build_check_prompts(backend, context_of(ex), [ex.requirement], adapter)[0]
+        # A LoRA changes every token, so at inference it runs over the whole prompt: only an
+        # aLoRA may take the conversation from the base (``prompt.shared`` is the prefix the
+        # checks of one batch share, not where an adapter starts).
+        shared = prompt.shared if adapter.is_alora else 0
         rows.append(CheckRow(prompt.ids + forced + answers["yes" if ex.label else "no"],
-                             prompt.shared, ex.label, ex.family))
+                             shared, ex.label, ex.family))
     return rows
 
 
@@ -453,6 +457,15 @@ def held_out_accuracy(model: Any, rows: list[CheckRow], tok: Any) -> dict[str, f
     return {f: sum(v) / len(v) for f, v in sorted(right.items())}
 
 
+def tidy_adapter_config(path: Path) -> None:
+    """Name the base by its library name and sort the module set, so every run (whatever its
+    hash seed, whether the base was trained or loaded) writes the same bytes."""
+    config = json.loads(path.read_text())
+    config["base_model_name_or_path"] = BASE_NAME
+    config["target_modules"] = sorted(config["target_modules"])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def save_adapter(cfg: Config, model: Any, base: Any, tok: Any, out: Path, *,
                  alora: bool) -> None:
     """Write the adapter folder; an aLoRA gets its invocation tokens in adapter_config.json."""
@@ -472,6 +485,7 @@ def save_adapter(cfg: Config, model: Any, base: Any, tok: Any, out: Path, *,
         shutil.rmtree(out)
     model.save_pretrained(out)
     (out / "README.md").unlink(missing_ok=True)  # PEFT's empty model card template
+    tidy_adapter_config(out / "adapter_config.json")
     shutil.copyfile(REQUIREMENT_CHECK_IO_YAML, out / "io.yaml")
 
 

@@ -139,6 +139,11 @@ class LocalHFBackend(Backend):
     def base_model_name(self) -> str:
         return Path(self.model_id.rstrip("/")).name
 
+    @property
+    def base_parameter_count(self) -> int:
+        """Parameters of the base model alone: PEFT adds every loaded adapter's to ``model``."""
+        return sum(p.numel() for name, p in self.model.named_parameters() if "lora_" not in name)
+
     # ----- rendering -----------------------------------------------------------------------
 
     def render(

@@ -73,7 +73,9 @@ def read_dataset(path: str | Path) -> list[LabelledItem]:
             raise DatasetError(
                 f"{path} line {number}: \"family\" must be a string or a list of "
                 f"{len(item.requirements)} strings, one per requirement.")
-        messages = [{"role": role, "content": content} for role, content in item.messages]
+        messages = [{"role": role, "content": content}
+                    | ({"reasoning_content": thinking} if thinking is not None else {})
+                    for role, content, thinking in item.messages]
         items.append(LabelledItem(messages, item.requirements, item.labels, families))
     if not items:
         raise DatasetError(f"The labelled dataset {str(path)!r} holds no lines.")

@@ -51,7 +51,7 @@ class CheckItem:
     """One valid input line, ready to check."""
 
     line: int
-    messages: list[tuple[str, str]]
+    messages: list[tuple[str, str, str | None]]  # role, content, reasoning_content
     requirements: list[str]
     labels: list[bool] | None = None
     id: Any = None
@@ -92,7 +92,10 @@ def parse_line(line: int, text: str) -> CheckItem:
             raise LineError(
                 f"messages[{i}] has role {m.get('role')!r}; use one of {', '.join(_ROLES)}"
             )
-        turns.append((m["role"], m["content"]))
+        thinking = m.get("reasoning_content")
+        if thinking is not None and not isinstance(thinking, str):
+            raise LineError(f'messages[{i}] has a non-string "reasoning_content"; use a string')
+        turns.append((m["role"], m["content"], thinking))
     if turns[-1][0] != "assistant":
         raise LineError("the last message must be the assistant turn the requirements judge")
     reqs = obj["requirements"] if "requirements" in obj else obj.get("requirement")
@@ -187,8 +190,8 @@ async def _check_all(
             try:
                 item = parse_line(number, text)
                 ctx = ChatContext()
-                for role, content in item.messages:
-                    ctx = ctx.add(Message(role, content))  # type: ignore[arg-type]
+                for role, content, thinking in item.messages:
+                    ctx = ctx.add(Message(role, content, thinking=thinking))  # type: ignore[arg-type]
                 # All checks of one line share the conversation: one batched forward pass.
                 scores = await arequirement_checks(ctx, backend, item.requirements,
                                                    adapter=adapter)

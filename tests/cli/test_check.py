@@ -194,19 +194,20 @@ def test_parse_line_accepts_a_single_requirement():
 
 
 def test_default_model_is_the_embedded_one(tmp_path):
-    """Without --model the embedded model runs; until it ships, one line says it is missing."""
-    import mellea_local.embedded as embedded
-
+    """Without --model the shipped embedded model and its aLoRA run."""
     data = tmp_path / "data.jsonl"
     data.write_text(row(1, label=True) + "\n")
     out = tmp_path / "o.jsonl"
     result = runner.invoke(app, ["check", str(data), "-o", str(out)])
-    shipped = (Path(embedded.__file__).parent / "weights" / "mellea-tiny-chat"
-               / "model.safetensors").is_file()
-    if shipped:
-        assert result.exit_code == 0, result.output
-        assert [r["line"] for r in read_jsonl(out)] == [1]
-    else:
-        assert result.exit_code == 1
-        assert result.output.startswith("error: The embedded model is missing")
-        assert len(result.output.strip().splitlines()) == 1
+    assert result.exit_code == 0, result.output
+    [record] = read_jsonl(out)
+    assert record["line"] == 1 and len(record["scores"]) == 2
+
+
+def test_parse_line_keeps_reasoning_content_and_refuses_a_non_string_one():
+    item = parse_line(3, '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", '
+                         '"content": "a", "reasoning_content": "why"}], "requirement": "r"}')
+    assert item.messages == [("user", "q", None), ("assistant", "a", "why")]
+    with pytest.raises(LineError, match="reasoning_content"):
+        parse_line(4, '{"messages": [{"role": "assistant", "content": "a", '
+                      '"reasoning_content": 5}], "requirement": "r"}')

@@ -90,12 +90,39 @@ def test_self_checks_ask_about_the_answer_and_answer_with_its_truth():
     assert seen == set(S.FAMILIES)
 
 
-def test_training_learns_only_the_last_turn_of_a_self_check():
+def _train_embedded():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import train_embedded
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return train_embedded
+
+
+def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(tiny_model, tiny_tokenizer):
+    """The aLoRA takes the conversation from the base; a LoRA runs over the whole prompt, as
+    at inference (a LoRA trained aLoRA-style scored chance once loaded: a real bug, once)."""
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    train = _train_embedded()
+    backend = LocalHFBackend.from_loaded(tiny_model, tiny_tokenizer, model_id="tiny")
+    examples = S.check_examples(random.Random(2), 1)
+    for alora in (True, False):
+        rows = train.check_rows(backend, train.adapter_record(tiny_tokenizer, alora=alora),
+                                examples)
+        for row, ex in zip(rows, examples, strict=True):
+            invocation = tiny_tokenizer.encode("<requirements>", add_special_tokens=False)
+            if alora:
+                assert row.ids[row.shared: row.shared + len(invocation)] == invocation
+            else:
+                assert row.shared == 0
+            assert row.label == ex.label
+            answer = tiny_tokenizer.decode(row.ids[-3:])
+            assert answer == ('yes"}' if ex.label else 'no"}') + tiny_tokenizer.eos_token
+
+
+def test_training_learns_only_the_last_turn_of_a_self_check():
+    train_embedded = _train_embedded()
     tok = build_tokenizer()
     example = S.self_check_example(random.Random(5))
     ids, labels = train_embedded.encode_chat(tok, example)

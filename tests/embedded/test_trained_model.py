@@ -1,0 +1,240 @@
+"""The shipped embedded model end to end: real trained weights, real adapters, real product path.
+
+These tests load ``LocalHFBackend.embedded()`` (the safetensors under
+``mellea_local/embedded/weights/`` and the adapters under ``adapters/``) and check what a user
+relies on: requirement checks that get clear cases right with both adapters, aLoRA scores that
+do not depend on KV reuse or batching, and a base model that calls the calculator and finishes
+a ReACT task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mellea_local.backends.huggingface import LocalHFBackend
+from mellea_local.core.context import ChatContext
+from mellea_local.embedded import synthetic as S
+from mellea_local.intrinsics.requirement_check import check_outputs
+from mellea_local.messages import Message
+from mellea_local.options import ModelOption
+from mellea_local.requirements.requirement import requirement_check_score
+
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 1e-4
+SIX = [
+    "The response is written in all capital letters.",
+    "The response mentions Paris.",
+    "The response is at most 4 words long.",
+    "The response contains a number.",
+    "The response ends with a question mark.",
+    "The response is valid JSON.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedded() -> LocalHFBackend:
+    return LocalHFBackend.embedded()
+
+
+def _chat(answer: str, question: str = "What is the capital of France?") -> ChatContext:
+    return ChatContext().add(Message("user", question)).add(Message("assistant", answer))
+
+
+async def _scores(backend, ctx, requirements, *, kind: str, **kwargs) -> list[float]:
+    adapter = backend.adapters[f"requirement-check_{kind}"]
+    outputs = await check_outputs(backend, ctx, requirements, adapter=adapter, **kwargs)
+    return [requirement_check_score(o) for o in outputs]
+
+
+# ----- loading -------------------------------------------------------------------------------
+
+
+def test_embedded_loads_the_shipped_base_with_both_adapters(embedded):
+    assert embedded.base_model_name == "mellea-tiny-chat"
+    assert 1_000_000 < embedded.base_parameter_count <= 10_000_000
+    assert embedded.base_parameter_count < sum(p.numel() for p in embedded.model.parameters())
+    adapters = embedded.adapters
+    assert set(adapters) == {"requirement-check_alora", "requirement-check_lora"}
+    assert adapters["requirement-check_alora"].is_alora
+    assert not adapters["requirement-check_lora"].is_alora
+    # The intrinsic is served by the aLoRA, found in the repo's library.
+    assert embedded.adapter_for("requirement-check").name == "requirement-check_alora"
+    assert adapters["requirement-check_alora"].path == (
+        ROOT / "adapters" / "requirement-check" / "mellea-tiny-chat" / "alora")
+
+
+def test_shipped_files_fit_the_size_budget():
+    weights = ROOT / "mellea_local" / "embedded" / "weights" / "mellea-tiny-chat"
+    library = ROOT / "adapters" / "requirement-check" / "mellea-tiny-chat"
+    files = [*weights.rglob("*"), *library.rglob("*")]
+    assert sum(f.stat().st_size for f in files if f.is_file()) <= 25 * 2**20
+    assert not [f for f in files if f.suffix in {".bin", ".pt", ".pkl"}]
+    for kind in ("alora", "lora"):
+        config = json.loads((library / kind / "adapter_config.json").read_text())
+        assert (config.get("alora_invocation_tokens") is not None) == (kind == "alora")
+        assert (library / kind / "io.yaml").is_file()
+
+
+# ----- requirement checks on the trained adapters ----------------------------------------------
+
+
+async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded):
+    """The intrinsic's adapter (the aLoRA). The plain LoRA is shipped for comparisons and is
+    weaker (embedded.json): it calls this lowercase answer all capitals."""
+    requirement = ["The response is written in all capital letters."]
+    [caps] = await _scores(embedded, _chat("THE CAPITAL OF FRANCE IS PARIS."), requirement,
+                           kind="alora")
+    [lower] = await _scores(embedded, _chat("the capital of france is paris."), requirement,
+                            kind="alora")
+    assert caps > 0.5 > lower, (caps, lower)
+
+
+async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
+    ctx = _chat("IS THE CAPITAL OF FRANCE PARIS?")
+    embedded.prefix_cache.clear()
+    batched = await _scores(embedded, ctx, SIX, kind="alora")  # cold, then the cache holds it
+    reused = await _scores(embedded, ctx, SIX, kind="alora")
+    scratch = await _scores(embedded, ctx, SIX, kind="alora", reuse=False)
+    single = [(await _scores(embedded, ctx, [r], kind="alora"))[0] for r in SIX]
+    assert embedded.stats.last.reused_tokens > 0
+    for got in (reused, scratch, single):
+        assert got == pytest.approx(batched, abs=TOL)
+
+
+async def test_a_held_out_sample_is_well_above_chance(embedded):
+    """60 fresh checks (10 per family): a regression to chance (50 %) cannot pass 75 %.
+
+    The shipped aLoRA scores ~82 % on average over the families (embedded.json), short of the
+    95 % target; this guards what it does reach.
+    """
+    examples = S.check_examples(random.Random(424_242), 10)
+    right = 0
+    for ex in examples:
+        ctx = ChatContext()
+        for m in ex.messages:
+            ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
+        [score] = await _scores(embedded, ctx, [ex.requirement], kind="alora")
+        right += (score > 0.5) == ex.label
+    assert right >= 0.75 * len(examples), right
+
+
+# ----- the base model ----------------------------------------------------------------------------
+
+
+async def test_the_base_answers_a_capital_question(embedded):
+    ctx = ChatContext()
+    mot, _ = await embedded.generate_from_context(
+        Message("user", "What is the capital of France?"), ctx,
+        model_options={ModelOption.MAX_NEW_TOKENS: 24})
+    assert "Paris" in await mot.avalue()
+
+
+async def test_thinking_mode_writes_reasoning_then_an_answer(embedded):
+    mot, _ = await embedded.generate_from_context(
+        Message("user", "What is the capital of Japan?"), ChatContext(),
+        model_options={ModelOption.MAX_NEW_TOKENS: 64, ModelOption.THINKING: True})
+    answer = await mot.avalue()
+    assert mot.thinking and "Japan" in mot.thinking
+    assert "Tokyo" in answer
+
+
+async def test_the_base_solves_most_fresh_calculator_and_lookup_tasks(embedded):
+    """Real tool calls through the real loop, judged against the tools' own answers."""
+    from mellea_local.react import react
+
+    rng = random.Random(2_026)
+    solved, calls_right = 0, 0
+    tasks = [S.react_task(rng, kind=kind) for kind in ("calculator", "lookup") for _ in range(6)]
+    for task in tasks:
+        out, ctx = await react(task.goal, ChatContext(), embedded, tools=S.react_tools(task),
+                               loop_budget=4, model_options={ModelOption.MAX_NEW_TOKENS: 64})
+        solved += out.value.strip() == task.answer
+        first = next(m for m in ctx.as_list() if getattr(m, "tool_calls", None))
+        [call] = first.tool_calls.values()
+        argument = "expression" if task.tool == "calculator" else "key"
+        calls_right += (call.name, call.args) == (task.tool, {argument: task.argument})
+    assert calls_right >= 8 and solved >= 7, (calls_right, solved)
+
+
+# ----- the product paths a new user meets first ------------------------------------------------
+
+
+def _run(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mellea_local", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_demo_runs_every_act_offline():
+    result = _run("demo")
+    assert result.returncode == 0, result.stderr[-2000:]
+    for act in ("1. An answer", "2. Requirement checks", "3. The same six checks",
+                "4. A ReACT agent", "5. Instruct", "done in"):
+        assert act in result.stdout, act
+    assert "final answer" in result.stdout and "attempt 1" in result.stdout
+
+
+async def test_check_command_on_the_embedded_model_reports_the_library_accuracy(
+        embedded, tmp_path):
+    """A labelled dataset through the CLI (a subprocess): the accuracy it prints is the one the
+    library's own checks imply, line by line."""
+    examples = S.check_examples(random.Random(31_337), 2)
+    data = tmp_path / "held_out.jsonl"
+    data.write_text("".join(json.dumps({"id": f"h{i}", "messages": ex.messages,
+                                        "requirement": ex.requirement, "label": ex.label}) + "\n"
+                            for i, ex in enumerate(examples)))
+    out = tmp_path / "scores.jsonl"
+    result = _run("check", str(data), "-o", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == [f"h{i}" for i in range(len(examples))]
+    right = 0
+    for ex, record in zip(examples, records, strict=True):
+        ctx = ChatContext()
+        for m in ex.messages:
+            ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
+        [score] = await _scores(embedded, ctx, [ex.requirement], kind="alora")
+        assert record["scores"] == [pytest.approx(score, abs=TOL)]
+        right += (score > 0.5) == ex.label
+    assert f"accuracy: {right / len(examples):.4f}" in result.stdout
+
+
+async def test_rejection_sampling_replaces_a_failing_first_sample(embedded):
+    """The demo's instruct act: its seed gives a first sample that misses the requirement."""
+    from mellea_local.cli.demo import INSTRUCT_OPTIONS, INSTRUCT_REQUIREMENT, INSTRUCTION
+    from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
+
+    result = await ainstruct(
+        INSTRUCTION, ChatContext(), embedded, requirements=[INSTRUCT_REQUIREMENT],
+        strategy=RejectionSamplingStrategy(loop_budget=4), model_options=INSTRUCT_OPTIONS)
+    first, *_ = result.attempts
+    assert not first.passed and result.success
+    assert result.result is result.attempts[-1].sample and len(result.attempts) >= 2
+    # The verdicts are the aLoRA's: the chosen sample scores above 0.5, the first below.
+    assert result.attempts[-1].validations[0].score > 0.5 > first.validations[0].score
+
+
+@pytest.mark.slow
+def test_training_is_deterministic(tmp_path):
+    """Two tiny runs of the real training script write byte-identical weights."""
+    tiny = ["--set", "hidden_size=32", "num_layers=1", "num_heads=2", "num_kv_heads=1",
+            "intermediate_size=64", "base_steps=3", "chat_examples=60", "react_examples=6",
+            "adapter_steps=3", "adapter_batch=4", "adapter_rank=2"]
+    digests = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "train_embedded.py"), "--weights",
+             str(out / "base"), "--adapters", str(out / "adapters"), *tiny],
+            check=True, capture_output=True, timeout=600)
+        digests.append([(out / p).read_bytes() for p in (
+            "base/model.safetensors", "adapters/alora/adapter_model.safetensors",
+            "adapters/lora/adapter_model.safetensors")])
+    assert digests[0] == digests[1]
