@@ -36,24 +36,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
+from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.core.context import ChatContext  # noqa: E402
 from mellea_local.core.thunk import ModelOutputThunk  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
 from mellea_local.intrinsics.requirement_check import check_outputs  # noqa: E402
-from mellea_local.messages import Message  # noqa: E402
 from mellea_local.options import ModelOption  # noqa: E402
 from mellea_local.requirements.requirement import requirement_check_score  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "embedded.json"
 CHECK_SEED = 9_000  # training uses seeds < 100
 REACT_SEED = 9_500
-
-
-def context_of(example: S.CheckExample) -> ChatContext:
-    ctx = ChatContext()
-    for m in example.messages:
-        ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
-    return ctx
 
 
 async def check_accuracy(backend: LocalHFBackend, n: int) -> dict[str, Any]:
@@ -68,7 +61,7 @@ async def check_accuracy(backend: LocalHFBackend, n: int) -> dict[str, Any]:
             right: dict[str, list[bool]] = {f: [] for f in S.FAMILIES}
             t0 = time.perf_counter()
             for ex in examples:
-                [raw] = await check_outputs(backend, context_of(ex), [ex.requirement],
+                [raw] = await check_outputs(backend, context_of(ex.messages), [ex.requirement],
                                             adapter=adapter)
                 right[ex.family].append((requirement_check_score(raw) > 0.5) == ex.label)
             cell = {f: round(sum(r) / len(r), 4) for f, r in right.items()}

@@ -53,12 +53,11 @@ from mellea_local.adapters.transformations import fast_path_spec  # noqa: E402
 from mellea_local.backends.adapter_registry import Adapter  # noqa: E402
 from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache  # noqa: E402
 from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
-from mellea_local.core.context import ChatContext  # noqa: E402
+from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
-from mellea_local.messages import Message  # noqa: E402
 
 BASE_NAME = "mellea-tiny-chat"
 WEIGHTS_DIR = ROOT / "mellea_local" / "embedded" / "weights" / BASE_NAME
@@ -302,13 +301,6 @@ def adapter_record(tok: Any, *, alora: bool) -> Adapter:
     )
 
 
-def context_of(example: S.CheckExample) -> ChatContext:
-    ctx = ChatContext()
-    for m in example.messages:
-        ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
-    return ctx
-
-
 @dataclass
 class CheckRow:
     ids: list[int]  # prompt + forced JSON prefix + answer tokens + EOS
@@ -332,7 +324,7 @@ def check_rows(backend: LocalHFBackend, adapter: Adapter,
     assert len(answers["yes"]) == len(answers["no"]) == 3
     rows = []
     for ex in examples:
-        prompt = build_check_prompts(backend, context_of(ex), [ex.requirement], adapter)[0]
+        prompt = build_check_prompts(backend, context_of(ex.messages), [ex.requirement], adapter)[0]
         # A LoRA changes every token, so at inference it runs over the whole prompt: only an
         # aLoRA may take the conversation from the base (``prompt.shared`` is the prefix the
         # checks of one batch share, not where an adapter starts).

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mellea_local.backends.huggingface import LocalHFBackend
+from mellea_local.bench.accuracy import context_of
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded import synthetic as S
 from mellea_local.intrinsics.requirement_check import check_outputs
@@ -117,10 +118,8 @@ async def test_a_held_out_sample_is_well_above_chance(embedded):
     examples = S.check_examples(random.Random(424_242), 10)
     right = 0
     for ex in examples:
-        ctx = ChatContext()
-        for m in ex.messages:
-            ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
-        [score] = await _scores(embedded, ctx, [ex.requirement], kind="alora")
+        [score] = await _scores(embedded, context_of(ex.messages), [ex.requirement],
+                                kind="alora")
         right += (score > 0.5) == ex.label
     assert right >= 0.75 * len(examples), right
 
@@ -197,10 +196,8 @@ async def test_check_command_on_the_embedded_model_reports_the_library_accuracy(
     assert [r["id"] for r in records] == [f"h{i}" for i in range(len(examples))]
     right = 0
     for ex, record in zip(examples, records, strict=True):
-        ctx = ChatContext()
-        for m in ex.messages:
-            ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
-        [score] = await _scores(embedded, ctx, [ex.requirement], kind="alora")
+        [score] = await _scores(embedded, context_of(ex.messages), [ex.requirement],
+                                kind="alora")
         assert record["scores"] == [pytest.approx(score, abs=TOL)]
         right += (score > 0.5) == ex.label
     assert f"accuracy: {right / len(examples):.4f}" in result.stdout
