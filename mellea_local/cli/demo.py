@@ -19,6 +19,7 @@ from mellea_local import __version__
 from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.cli.react_cmd import StepPrinter, build_tools
 from mellea_local.core.context import ChatContext
+from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
 from mellea_local.intrinsics import arequirement_check, arequirement_checks
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
@@ -26,14 +27,7 @@ from mellea_local.react import react
 from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
 
 QUESTION = "What is the capital of France?"
-REQUIREMENTS = [
-    "The response is written in all capital letters.",
-    "The response mentions Paris.",
-    "The response is at most 8 words long.",
-    "The response contains a number.",
-    "The response ends with a question mark.",
-    "The response is valid JSON.",
-]
+REQUIREMENTS = [p.format(word="Paris", n=8) for p in REQUIREMENT_PHRASINGS]
 AGENT_GOALS = [("What is 17 * 23?", None),
                ('Look up "paris_code".', {"paris_code": "7501", "rome_code": "0011"})]
 INSTRUCTION = "Tell me about the river."

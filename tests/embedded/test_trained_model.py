@@ -22,6 +22,7 @@ from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.bench.accuracy import context_of
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded import synthetic as S
+from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
 from mellea_local.intrinsics.requirement_check import check_outputs
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
@@ -29,14 +30,7 @@ from mellea_local.requirements.requirement import requirement_check_score
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4
-SIX = [
-    "The response is written in all capital letters.",
-    "The response mentions Paris.",
-    "The response is at most 4 words long.",
-    "The response contains a number.",
-    "The response ends with a question mark.",
-    "The response is valid JSON.",
-]
+SIX = [p.format(word="Paris", n=4) for p in REQUIREMENT_PHRASINGS]
 
 
 @pytest.fixture(scope="module")
