@@ -20,8 +20,9 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicLayer
 
+from mellea_local.backends.growable_layer import GrowableLayer
 from mellea_local.errors import KVCacheError
 
 # Layer classes that hold per-token K/V for every past token and crop exactly. Looked up by
@@ -77,9 +78,16 @@ def new_cache(model: Any) -> DynamicCache:
     """An empty cache shaped by the model's config (sliding/hybrid layers where the model has them).
 
     Passing the config matters: without it a sliding-window model gets full layers and the cache
-    would look croppable while the model's masks say otherwise.
+    would look croppable while the model's masks say otherwise. Plain full-attention layers
+    become :class:`GrowableLayer`, which appends without re-copying the past on every step.
     """
-    return DynamicCache(config=_unwrap(model).config)
+    cache = DynamicCache(config=_unwrap(model).config)
+    cache.layers = [
+        GrowableLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers
+    ]
+    if getattr(cache, "layer_class_to_replicate", None) is DynamicLayer:  # no layers from config
+        cache.layer_class_to_replicate = GrowableLayer
+    return cache
 
 
 def cache_seq_length(cache: Cache) -> int:
