@@ -616,13 +616,17 @@ def _expression(rng: random.Random) -> str:
     return f"({a} {rng.choice('+-')} {b}) * {c}"
 
 
-def _key(rng: random.Random, vocab: Vocab) -> str:
+def _key(rng: random.Random, vocab: Vocab, pseudo_rate: float = 0.0) -> str:
     pool = UNSEEN_WORDS if vocab == "unseen" else VOCAB
+
+    def word() -> str:
+        return pseudo_word(rng) if pseudo_rate and rng.random() < pseudo_rate else rng.choice(pool)
+
     r = rng.random()
     if r < 0.6:
-        return rng.choice(pool)
+        return word()
     if r < 0.8:
-        return f"{rng.choice(pool)}_{rng.choice(pool)}"
+        return f"{word()}_{word()}"
     return rng.choice(PLACES).lower().replace(" ", "_")
 
 
@@ -643,8 +647,16 @@ _LOOKUP_GOALS = ('Look up "{x}".', 'What is the value of "{x}"?',
                  'Look up the key "{x}" and tell me its value.')
 
 
-def react_task(rng: random.Random, *, kind: str | None = None, vocab: Vocab = "train") -> ReactTask:
-    """A calculator or lookup task (``kind``), with the tools offered drawn too."""
+def react_task(
+    rng: random.Random, *, kind: str | None = None, vocab: Vocab = "train",
+    pseudo_rate: float = 0.0,
+) -> ReactTask:
+    """A calculator or lookup task (``kind``), with the tools offered drawn too.
+
+    ``pseudo_rate``: how often a key word is made up. Training keys built only from training
+    words teach the model to copy those words' tokens; made-up ones teach it to copy whatever
+    tokens a key has, which is what an unseen key needs.
+    """
     from mellea_local.tools.builtin import evaluate_integer_expression
 
     kind = kind or rng.choice(("calculator", "lookup"))
@@ -654,10 +666,10 @@ def react_task(rng: random.Random, *, kind: str | None = None, vocab: Vocab = "t
         answer = str(evaluate_integer_expression(expression))
         offered = rng.choice((("calculator", "lookup"), ("lookup", "calculator"), ("calculator",)))
         return ReactTask(goal, "calculator", expression, answer, {}, offered)
-    key = _key(rng, vocab)
+    key = _key(rng, vocab, pseudo_rate)
     table = {key: _value(rng, vocab)}
     while len(table) < rng.randint(1, 4):
-        table[_key(rng, vocab)] = _value(rng, vocab)
+        table[_key(rng, vocab, pseudo_rate)] = _value(rng, vocab)
     goal = rng.choice(_LOOKUP_GOALS).format(x=key)
     offered = rng.choice((("calculator", "lookup"), ("lookup", "calculator"), ("lookup",)))
     return ReactTask(goal, "lookup", key, table[key], table, offered)

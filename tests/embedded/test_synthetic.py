@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from mellea_local.embedded import build_tokenizer
 from mellea_local.embedded import synthetic as S
@@ -129,3 +130,48 @@ def test_training_learns_only_the_last_turn_of_a_self_check():
     learned = tok.decode([t for t in labels if t != -100])
     assert learned == example.messages[-1]["content"] + tok.eos_token
     assert len(ids) == len(labels)
+
+
+def test_shared_prefix_batches_give_the_loss_and_gradients_of_whole_rows(tiny_model):
+    """ReACT traces with the same tools run their tool prompt once per batch; that must be the
+    same step as running every trace whole."""
+    train = _train_embedded()
+    tok = build_tokenizer()
+    rng = random.Random(3)
+    tasks = [S.react_task(rng, kind="lookup") for _ in range(12)]
+    traces = [S.react_trace(rng, t) for t in tasks if t.offered == ("lookup",)][:3]
+    assert len(traces) >= 2
+    rows = [train.encode_chat(tok, t) for t in traces]
+    shared = train.shared_prefix(rows)
+    assert shared > 100  # the tool prompt
+    assert all(lab == -100 for _, labels in rows for lab in labels[: shared + 1])
+
+    def step(n: int) -> tuple[float, list[torch.Tensor]]:
+        tiny_model.zero_grad(set_to_none=True)
+        loss = train.lm_loss(tiny_model, rows, tok.pad_token_id, n)
+        loss.backward()
+        grads = [p.grad.clone() for p in tiny_model.parameters() if p.grad is not None]
+        tiny_model.zero_grad(set_to_none=True)
+        return loss.item(), grads
+
+    whole, whole_grads = step(0)
+    once, once_grads = step(shared)
+    assert once == pytest.approx(whole, rel=1e-5)
+    assert len(once_grads) == len(whole_grads)
+    for a, b in zip(once_grads, whole_grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_prefix_batches_keep_every_row_once_and_share_only_within_a_tool_set():
+    train = _train_embedded()
+    rows = [([1, 2, 3, 4, 5, 6], [-100, -100, -100, -100, 6, 6]),
+            ([1, 2, 3, 9, 9], [-100, -100, -100, -100, 9]),
+            ([7, 8], [-100, 8]),
+            ([1, 2, 3, 4, 5], [-100, -100, 4, 5, 5])]
+    groups = ["a", "a", None, "a"]
+    batches = train.prefix_batches(rows, groups, budget=100, rng=random.Random(0))
+    assert sorted(i for batch, _ in batches for i in batch) == [0, 1, 2, 3]
+    shared = {tuple(sorted(batch)): n for batch, n in batches}
+    assert shared[(2,)] == 0
+    # rows 0, 1, 3 share [1, 2, 3]; row 3 learns its third token, so only 1 token is shared
+    assert shared[(0, 1, 3)] == 1
