@@ -84,7 +84,7 @@ class Config:
     chat_examples: int = 20000
     react_examples: int = 5000
     react_batch_tokens: int = 4096  # ReACT batches share their tool prompt, so take more rows
-    react_pseudo_rate: float = 0.2  # made-up key words: copying any key, not just known ones
+    react_pseudo_rate: float = 0.2  # made-up words in lookup keys and values: copy any word
     self_check_examples: int = 20000
     # adapters
     adapter_rank: int = 32

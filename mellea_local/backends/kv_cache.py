@@ -62,7 +62,9 @@ logger = logging.getLogger(__name__)
 
 # 32k tokens covers one long conversation plus a few branches (retries, checks). Memory is
 # 2 * layers * kv_heads * head_dim * bytes per token: about 4 KiB for the tiny test models,
-# 160 KiB for an 8B model with 8 KV heads in bf16 (5 GiB at the full budget).
+# 160 KiB for an 8B model with 8 KV heads in bf16 (5 GiB at the full budget). Entries made by
+# ``new_cache`` also hold spare room for appends (GrowableLayer: max(256, n / 8) tokens per
+# entry), which the budget does not count.
 DEFAULT_TOKEN_BUDGET = 32_768
 
 TokenIds = Sequence[int] | torch.Tensor

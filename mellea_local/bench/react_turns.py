@@ -9,6 +9,11 @@ its time to first token (the prefill alone, free of decode noise).
 Runs alternate between the two backends so machine drift hits both alike; the cache is
 cleared before each run so turn 1 starts cold. The ratio uses each turn's fastest run: on a
 shared machine contention only ever adds time (medians are reported too).
+
+The floor: the bare model doing one turn's unavoidable work, a forward over the tokens the turn
+prefilled on a cache of the tokens it reused, then one forward per further new token. Its own
+growth over the turns is the model's (attention over a longer cache), not the loop's; what a
+turn costs above it is ours (rendering, parsing, ``generate``'s machinery).
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from typing import Any
 
 import torch
 
+from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache
 from mellea_local.bench.generation import device_label, dtype_label
 from mellea_local.bench.subjects import param_count
-from mellea_local.bench.timing import Tick, machine_info
+from mellea_local.bench.timing import Tick, machine_info, sync_device
 from mellea_local.core.backend import Backend
 
 PARAGRAPH = (
@@ -112,6 +118,35 @@ def run_once(backend: Any, turns: int, loop: asyncio.AbstractEventLoop) -> list[
 
 
 @torch.no_grad()
+def floor_seconds(model: Any, reused: int, prefilled: int, new_tokens: int, repeats: int) -> float:
+    """Fastest of ``repeats``: a turn's work on the bare model (see the module docstring).
+
+    ``generate`` makes ``new_tokens`` tokens with one forward over the prompt's uncached
+    tokens and ``new_tokens - 1`` one-token forwards; the floor makes the same forwards. Token
+    values do not change the cost of a dense forward, so the ids are drawn, not replayed.
+    """
+    total = reused + prefilled + new_tokens
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, model.config.vocab_size - 4, (1, total), generator=g)
+    ids = ids.to(model.device)
+    kw = cache_kwarg_name(model)
+    best = float("inf")
+    for _ in range(repeats):
+        cache = new_cache(model)
+        if reused:
+            model(input_ids=ids[:, :reused], use_cache=True, logits_to_keep=1, **{kw: cache})
+        sync_device()
+        t0 = time.perf_counter()
+        model(input_ids=ids[:, reused: reused + prefilled], use_cache=True, logits_to_keep=1,
+              **{kw: cache})
+        for at in range(reused + prefilled, reused + prefilled + new_tokens - 1):
+            model(input_ids=ids[:, at: at + 1], use_cache=True, **{kw: cache})
+        sync_device()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@torch.no_grad()
 def measure_react(
     model: Any, tokenizer: Any, *, turns: int = 10, repeats: int = 3, tick: Tick | None = None,
 ) -> dict[str, Any]:
@@ -166,6 +201,14 @@ def measure_react(
                 "reused_tokens": first["reused_tokens"],
                 "new_tokens": first["new_tokens"],
             })
+        if name == "reuse":
+            for turn in per_turn:
+                turn["floor_min_ms"] = 1000 * floor_seconds(
+                    model, turn["reused_tokens"], turn["prefilled_tokens"], turn["new_tokens"],
+                    repeats)
+                turn["over_floor"] = turn["min_ms"] / turn["floor_min_ms"]
+            result["floor"] = {f"turn{turns}_over_turn1":
+                               per_turn[-1]["floor_min_ms"] / per_turn[0]["floor_min_ms"]}
         ratio = per_turn[-1]["min_ms"] / per_turn[0]["min_ms"]
         median_ratio = per_turn[-1]["median_ms"] / per_turn[0]["median_ms"]
         ttft_ratio = per_turn[-1]["ttft_min_ms"] / per_turn[0]["ttft_min_ms"]
@@ -188,4 +231,12 @@ def format_react(result: dict[str, Any]) -> list[str]:
             + f" ({ratio:.2f}x); time to first token ms "
             + " ".join(f"{t['ttft_min_ms']:.0f}" for t in per_turn) + f" ({ttft_ratio:.2f}x)"
             + "; prefilled " + " ".join(str(t["prefilled_tokens"]) for t in per_turn))
+    floor = result.get("floor")
+    if floor:
+        per_turn = result["reuse"]["per_turn"]
+        lines.append(
+            "    floor: turn ms " + " ".join(f"{t['floor_min_ms']:.0f}" for t in per_turn)
+            + f" ({floor[f'turn{turns}_over_turn1']:.2f}x): the bare model doing each reuse "
+            "turn's forwards; reuse/floor "
+            + " ".join(f"{t['over_floor']:.2f}" for t in per_turn))
     return lines

@@ -58,10 +58,13 @@ def informational(results: dict[str, Any]) -> list[dict[str, Any]]:
     react = results.get("react")
     if react:
         key = f"ttft_turn{react['turns']}_over_turn1"
+        where = f"{react['reuse']['per_turn'][-1]['prompt_tokens']} tokens"
         for name in ("reuse", "no_reuse"):
-            out.append(_target(f"first-token turn {react['turns']}/turn 1, {name}",
-                               f"{react[name]['per_turn'][-1]['prompt_tokens']} tokens",
+            out.append(_target(f"first-token turn {react['turns']}/turn 1, {name}", where,
                                react[name][key], "-", None))
+        if react.get("floor"):
+            out.append(_target(f"turn {react['turns']}/turn 1, bare-model floor", where,
+                               react["floor"][f"turn{react['turns']}_over_turn1"], "-", None))
     batched = results.get("batched")
     if batched:
         last = batched["rows"][-1]
@@ -112,13 +115,14 @@ def _batched_table(batched: dict[str, Any]) -> list[str]:
 
 
 def _react_table(react: dict[str, Any]) -> list[str]:
-    lines = ["| turn | history tokens | prefilled with reuse | ms, reuse | ms, no reuse | "
-             "first token ms, reuse | first token ms, no reuse |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| turn | history tokens | prefilled with reuse | ms, reuse | ms, floor | "
+             "ms, no reuse | first token ms, reuse | first token ms, no reuse |",
+             "|---|---|---|---|---|---|---|---|"]
     for a, b in zip(react["reuse"]["per_turn"], react["no_reuse"]["per_turn"], strict=True):
+        floor = _num(a.get("floor_min_ms"), ".0f")
         lines.append(f"| {a['turn']} | {a['prompt_tokens']} | {a['prefilled_tokens']} | "
-                     f"{a['min_ms']:.0f} | {b['min_ms']:.0f} | {a['ttft_min_ms']:.0f} | "
-                     f"{b['ttft_min_ms']:.0f} |")
+                     f"{a['min_ms']:.0f} | {floor} | {b['min_ms']:.0f} | "
+                     f"{a['ttft_min_ms']:.0f} | {b['ttft_min_ms']:.0f} |")
     return lines
 
 

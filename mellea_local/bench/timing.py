@@ -24,7 +24,7 @@ def _noop() -> None:
     return None
 
 
-def _sync() -> None:
+def sync_device() -> None:
     # A GPU runs kernels asynchronously: without waiting, a mode that never reads its result
     # back (the floor) would be timed at its launch cost, and the next mode would pay for it.
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -35,10 +35,10 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> float:
     """Median wall time of ``repeats`` calls of ``fn`` (GPU work included), in milliseconds."""
     times = []
     for _ in range(repeats):
-        _sync()
+        sync_device()
         t0 = time.perf_counter()
         fn()
-        _sync()
+        sync_device()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
 

@@ -630,12 +630,14 @@ def _key(rng: random.Random, vocab: Vocab, pseudo_rate: float = 0.0) -> str:
     return rng.choice(PLACES).lower().replace(" ", "_")
 
 
-def _value(rng: random.Random, vocab: Vocab) -> str:
+def _value(rng: random.Random, vocab: Vocab, pseudo_rate: float = 0.0) -> str:
     r = rng.random()
     if r < 0.4:
         return str(rng.randint(0, 9999))
     if r < 0.7:
         return rng.choice(PLACES)
+    if pseudo_rate and rng.random() < pseudo_rate:
+        return pseudo_word(rng)
     return rng.choice(UNSEEN_WORDS if vocab == "unseen" else VOCAB)
 
 
@@ -653,9 +655,9 @@ def react_task(
 ) -> ReactTask:
     """A calculator or lookup task (``kind``), with the tools offered drawn too.
 
-    ``pseudo_rate``: how often a key word is made up. Training keys built only from training
-    words teach the model to copy those words' tokens; made-up ones teach it to copy whatever
-    tokens a key has, which is what an unseen key needs.
+    ``pseudo_rate``: how often a word of a key or value is made up. Keys and values built only
+    from training words teach the model to copy those words' tokens; made-up ones teach it to
+    copy whatever tokens they have, which is what unseen keys and values need.
     """
     from mellea_local.tools.builtin import evaluate_integer_expression
 
@@ -667,9 +669,9 @@ def react_task(
         offered = rng.choice((("calculator", "lookup"), ("lookup", "calculator"), ("calculator",)))
         return ReactTask(goal, "calculator", expression, answer, {}, offered)
     key = _key(rng, vocab, pseudo_rate)
-    table = {key: _value(rng, vocab)}
+    table = {key: _value(rng, vocab, pseudo_rate)}
     while len(table) < rng.randint(1, 4):
-        table[_key(rng, vocab, pseudo_rate)] = _value(rng, vocab)
+        table[_key(rng, vocab, pseudo_rate)] = _value(rng, vocab, pseudo_rate)
     goal = rng.choice(_LOOKUP_GOALS).format(x=key)
     offered = rng.choice((("calculator", "lookup"), ("lookup", "calculator"), ("lookup",)))
     return ReactTask(goal, "lookup", key, table[key], table, offered)

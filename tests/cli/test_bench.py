@@ -62,6 +62,9 @@ def test_quick_bench_writes_json_report_and_pngs(tmp_path):
     # The second turn reuses the first one's history: it prefills less than its prompt.
     assert reuse[1]["reused_tokens"] > 0
     assert reuse[1]["prefilled_tokens"] < reuse[1]["prompt_tokens"]
+    # The bare-model floor of each reuse turn: positive, and a turn never beats it by much.
+    assert all(t["floor_min_ms"] > 0 and t["over_floor"] > 0.5 for t in reuse)
+    assert data["react"]["floor"]["turn2_over_turn1"] > 0
     assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours"}
     _assert_png(tmp_path / "q_latency.png")
     md = (tmp_path / "q.md").read_text()

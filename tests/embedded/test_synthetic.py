@@ -67,6 +67,20 @@ def test_react_traces_use_the_real_tools_and_answers():
         assert [t["function"]["name"] for t in trace.tools] == [*task.offered, "final_answer"]
 
 
+def test_made_up_lookup_words_are_never_held_out_words():
+    """Training keys/values with made-up words teach copying of any word; none may be a word
+    the unseen-key evaluation holds out."""
+    rng = random.Random(4)
+    made_up = set()
+    for _ in range(200):
+        task = S.react_task(rng, kind="lookup", pseudo_rate=1.0)
+        for text in (*task.table, *task.table.values()):
+            made_up |= {w for w in re.findall(r"[a-z]+", text.lower())
+                        if w not in S.VOCAB and w.capitalize() not in S.PLACES}
+    assert len(made_up) > 50
+    assert not made_up & set(S.UNSEEN_WORDS)
+
+
 def test_self_checks_ask_about_the_answer_and_answer_with_its_truth():
     rng = random.Random(11)
     seen = set()
