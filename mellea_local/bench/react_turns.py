@@ -118,8 +118,8 @@ def run_once(backend: Any, turns: int, loop: asyncio.AbstractEventLoop) -> list[
 
 
 @torch.no_grad()
-def floor_seconds(model: Any, reused: int, prefilled: int, new_tokens: int, repeats: int) -> float:
-    """Fastest of ``repeats``: a turn's work on the bare model (see the module docstring).
+def floor_seconds(model: Any, reused: int, prefilled: int, new_tokens: int) -> float:
+    """One turn's work on the bare model (see the module docstring), timed once.
 
     ``generate`` makes ``new_tokens`` tokens with one forward over the prompt's uncached
     tokens and ``new_tokens - 1`` one-token forwards; the floor makes the same forwards. Token
@@ -130,20 +130,17 @@ def floor_seconds(model: Any, reused: int, prefilled: int, new_tokens: int, repe
     ids = torch.randint(4, model.config.vocab_size - 4, (1, total), generator=g)
     ids = ids.to(model.device)
     kw = cache_kwarg_name(model)
-    best = float("inf")
-    for _ in range(repeats):
-        cache = new_cache(model)
-        if reused:
-            model(input_ids=ids[:, :reused], use_cache=True, logits_to_keep=1, **{kw: cache})
-        sync_device()
-        t0 = time.perf_counter()
-        model(input_ids=ids[:, reused: reused + prefilled], use_cache=True, logits_to_keep=1,
-              **{kw: cache})
-        for at in range(reused + prefilled, reused + prefilled + new_tokens - 1):
-            model(input_ids=ids[:, at: at + 1], use_cache=True, **{kw: cache})
-        sync_device()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    cache = new_cache(model)
+    if reused:
+        model(input_ids=ids[:, :reused], use_cache=True, logits_to_keep=1, **{kw: cache})
+    sync_device()
+    t0 = time.perf_counter()
+    model(input_ids=ids[:, reused: reused + prefilled], use_cache=True, logits_to_keep=1,
+          **{kw: cache})
+    for at in range(reused + prefilled, reused + prefilled + new_tokens - 1):
+        model(input_ids=ids[:, at: at + 1], use_cache=True, **{kw: cache})
+    sync_device()
+    return time.perf_counter() - t0
 
 
 @torch.no_grad()
@@ -166,9 +163,12 @@ def measure_react(
         for b in backends.values():  # warm-up
             run_once(b, min(2, turns), loop)
         runs: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in backends}
+        floors: list[list[float]] = []  # [round][turn]: in the same rounds, so drift hits all
         for _ in range(repeats):
             for name, b in backends.items():
                 runs[name].append(run_once(b, turns, loop))
+            floors.append([floor_seconds(model, t["reused_tokens"], t["prefilled_tokens"],
+                                         t["new_tokens"]) for t in runs["reuse"][0]])
             if tick:
                 tick()
     finally:
@@ -202,10 +202,8 @@ def measure_react(
                 "new_tokens": first["new_tokens"],
             })
         if name == "reuse":
-            for turn in per_turn:
-                turn["floor_min_ms"] = 1000 * floor_seconds(
-                    model, turn["reused_tokens"], turn["prefilled_tokens"], turn["new_tokens"],
-                    repeats)
+            for k, turn in enumerate(per_turn):
+                turn["floor_min_ms"] = 1000 * min(f[k] for f in floors)
                 turn["over_floor"] = turn["min_ms"] / turn["floor_min_ms"]
             result["floor"] = {f"turn{turns}_over_turn1":
                                per_turn[-1]["floor_min_ms"] / per_turn[0]["floor_min_ms"]}
