@@ -64,6 +64,9 @@ WEIGHTS_DIR = ROOT / "mellea_local" / "embedded" / "weights" / BASE_NAME
 ADAPTERS_DIR = ROOT / "adapters" / "requirement-check" / BASE_NAME
 INTRINSIC = "requirement-check"
 
+Rows = list[tuple[list[int], list[int]]]
+"""Token ids and labels (-100 where nothing is learned), one pair per training sequence."""
+
 
 @dataclass
 class Config:
@@ -165,9 +168,7 @@ def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]
     return ids, labels
 
 
-def length_batches(
-    rows: list[tuple[list[int], list[int]]], budget: int, rng: random.Random
-) -> list[list[int]]:
+def length_batches(rows: Rows, budget: int, rng: random.Random) -> list[list[int]]:
     """Indices of rows grouped by similar length so padding stays small; batch order shuffled."""
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]), i))
     batches, current, longest = [], [], 0
@@ -184,7 +185,7 @@ def length_batches(
     return batches
 
 
-def shared_prefix(rows: list[tuple[list[int], list[int]]]) -> int:
+def shared_prefix(rows: Rows) -> int:
     """Tokens every row starts with, stopping before the first position whose next token is
     learned (the prefix's last hidden state must not be needed for a loss)."""
     first = rows[0][0]
@@ -199,14 +200,14 @@ def shared_prefix(rows: list[tuple[list[int], list[int]]]) -> int:
 
 
 def prefix_batches(
-    rows: list[tuple[list[int], list[int]]], groups: list[str | None], budget: int,
-    rng: random.Random, group_budget: int | None = None,
+    rows: Rows, groups: list[str | None], budget: int, rng: random.Random,
+    group_budget: int | None = None,
 ) -> list[tuple[list[int], int]]:
     """Batches as ``(row indices, shared prefix length)``, shuffled.
 
-    Rows of one group (ReACT traces offering the same tools) start with the same ~330-token
-    tool prompt; batched together, that prefix runs once (see :func:`lm_loss`) instead of once
-    per row. Other rows batch by length with no shared prefix. Grouped batches are cut by
+    Rows of one group (ReACT traces offering the same tools) start with the same tool prompt
+    (250-330 tokens); batched together, that prefix runs once (see :func:`lm_loss`) instead of
+    once per row. Other rows batch by length with no shared prefix. Grouped batches are cut by
     ``group_budget`` (default ``budget``) counted over whole rows, so a larger one buys more
     traces per step for about the cost of an unshared batch.
     """
@@ -229,7 +230,7 @@ def pad_right(seqs: list[list[int]], value: int) -> torch.Tensor:
 
 def copy_rows(
     rng: random.Random, n: int, vocab_size: int, seps: tuple[int, int]
-) -> list[tuple[list[int], list[int]]]:
+) -> Rows:
     """Random tokens, a separator, then the same tokens again (loss on the copy).
 
     Copying is what ReACT needs most (arguments from the goal, answers from tool results),
@@ -246,9 +247,6 @@ def copy_rows(
         ids = [*noise, seps[0], *x, seps[1], *x]
         rows.append((ids, [-100] * (len(noise) + k + 2) + x))
     return rows
-
-
-Rows = list[tuple[list[int], list[int]]]
 
 
 def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None]]:
