@@ -56,6 +56,7 @@ from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
 from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
+from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
 
@@ -93,7 +94,14 @@ class Config:
     share_react_prefix: bool = False
     react_batch_tokens: int = 2048
     react_pseudo_rate: float = 0.0
+    # Embedding rows as own + word + spelling form while the base trains (factored_embedding):
+    # the base then reads case (all_caps up ~10-20 points at equal steps), but a 24-minute run
+    # with it stayed below the shipped model overall (issue 5 notes).
+    factor_embeddings: bool = False
     self_check_examples: int = 20000
+    # Families asked about per self-check answer, one turn each (more labels per token; later
+    # questions follow a "Yes."/"No." turn, which seemed to blur "your answer" for question marks).
+    self_check_questions: int = 1
     # adapters
     adapter_rank: int = 32
     adapter_alpha: int = 64
@@ -140,7 +148,7 @@ def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]
     An assistant turn is learned from the token after ``<|end_of_role|>`` through its
     ``<|end_of_text|>``; a leading ``<think>`` is not learned: with thinking on, the
     generation prompt writes it, and with thinking off the model must not. With
-    ``last_turn_only`` only the final assistant turn is learned.
+    ``learned_turns`` only the last that many assistant turns are learned.
     """
     text = tok.apply_chat_template(example.messages, tools=example.tools, tokenize=False)
     ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -150,7 +158,8 @@ def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]
     think = tok.convert_tokens_to_ids("<think>")
     labels = [-100] * len(ids)
     i = 0
-    last = max(k for k in range(len(ids)) if ids[k] == sor) if example.last_turn_only else 0
+    starts = [k for k in range(len(ids)) if ids[k] == sor]
+    last = starts[-(2 * example.learned_turns - 1)] if example.learned_turns else 0
     while i < len(ids):
         if i >= last and ids[i] == sor and ids[i + 1: i + 1 + len(assistant)] == assistant:
             j = i + 1 + len(assistant)
@@ -253,7 +262,8 @@ def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None]]:
     """Encoded base data and, per row, its prefix group (the offered tools of a ReACT trace)."""
     rng = random.Random(cfg.base_seed)
     examples = [S.chat_example(rng) for _ in range(cfg.chat_examples)]
-    examples += [S.self_check_example(rng) for _ in range(cfg.self_check_examples)]
+    examples += [S.self_check_example(rng, cfg.self_check_questions)
+                 for _ in range(cfg.self_check_examples)]
     for _ in range(cfg.react_examples):
         task = S.react_task(rng, pseudo_rate=cfg.react_pseudo_rate)
         examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
@@ -319,6 +329,9 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
                         intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"base model: {n_params / 1e6:.2f} M parameters")
+    if cfg.factor_embeddings:
+        factored = factor_embeddings(model, tok)
+        log(f"factored embeddings: {len(factored.word)} words x {len(factored.form)} forms")
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.base_lr, betas=(0.9, 0.95),
                             weight_decay=0.01)
@@ -350,6 +363,7 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
             recent = sum(history[-25:]) / len(history[-25:])
             log(f"base step {step}/{cfg.base_steps} loss {recent:.3f} "
                 f"({time.perf_counter() - t1:.0f}s)")
+    materialize(model)
     model.eval()
     stats = {"parameters": n_params, "sequences": len(rows), "tokens": tokens,
              "copy_steps": cfg.copy_steps, "steps": cfg.base_steps,

@@ -435,8 +435,9 @@ class ChatExample:
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
-    last_turn_only: bool = False
-    """Learn only the last assistant turn (earlier ones are drawn data, not model behaviour)."""
+    learned_turns: int = 0
+    """Learn only the last this many assistant turns (0: all of them); the earlier ones are
+    drawn data, not model behaviour."""
 
 
 _FORMS = ("plain", "plain", "plain", "word", "caps", "json", "question")
@@ -574,19 +575,44 @@ SELF_CHECK_QUESTIONS = {
 }
 
 
-def self_check_example(rng: random.Random) -> ChatExample:
-    """A drawn answer, a question about its form, and the true "Yes."/"No.".
+def self_check_example(rng: random.Random, questions: int = 1) -> ChatExample:
+    """A drawn answer, questions about its form, and the true "Yes."/"No." to each.
 
     A real base model knows what capitals, digits or JSON are before an adapter is trained on
     it; this gives the tiny base that knowledge, so the features the checks need exist in the
     key/value states of the answer (an aLoRA reads those states, it cannot change them).
+    With ``questions`` > 1 the answer is asked about that many families, one turn each: the
+    conversation is paid for once and yields that many labels.
     """
     family = rng.choice(FAMILIES)
     example = check_example(rng, family, rng.random() < 0.5, pseudo_rate=0.1)
     question = rng.choice(SELF_CHECK_QUESTIONS[family]).format(**example.slots)
     messages = [*example.messages, {"role": "user", "content": question},
                 {"role": "assistant", "content": "Yes." if example.label else "No."}]
-    return ChatExample(messages, last_turn_only=True)
+    others = rng.sample([f for f in FAMILIES if f != family], questions - 1)
+    for other in others:
+        slots = _slots_about(rng, other, example.response)
+        label = PREDICATES[other](example.response, slots)
+        messages += [
+            {"role": "user", "content": rng.choice(SELF_CHECK_QUESTIONS[other]).format(**slots)},
+            {"role": "assistant", "content": "Yes." if label else "No."}]
+    return ChatExample(messages, learned_turns=questions)
+
+
+def _slots_about(rng: random.Random, family: str, response: str) -> dict[str, Any]:
+    """Question slots for a response drawn for another family, half of them true."""
+    if family == "mentions":
+        words = re.findall(r"[A-Za-z]+", response)
+        if words and rng.random() < 0.5:
+            return {"word": rng.choice(words).lower()}
+        while True:
+            word = rng.choice(PLACES) if rng.random() < 0.2 else rng.choice(VOCAB)
+            if not mentions(response, word):
+                return {"word": word}
+    if family == "max_words":
+        count = word_count(response) + rng.choice((-2, -1, -1, 0, 0, 1, 2))
+        return {"n": max(1, min(MAX_WORDS_N, count))}
+    return {}
 
 
 # ----- ReACT: calculator and lookup tasks -----------------------------------------------------

@@ -81,27 +81,33 @@ def test_made_up_lookup_words_are_never_held_out_words():
     assert not made_up & set(S.UNSEEN_WORDS)
 
 
-def test_self_checks_ask_about_the_answer_and_answer_with_its_truth():
+@pytest.mark.parametrize("questions", [1, 3])
+def test_self_checks_ask_about_the_answer_and_answer_with_its_truth(questions):
     rng = random.Random(11)
     seen = set()
     for _ in range(60):
-        example = S.self_check_example(rng)
-        *conversation, question, verdict = example.messages
-        assert example.last_turn_only
-        assert question["role"] == "user" and verdict["content"] in {"Yes.", "No."}
-        family = next(f for f, qs in S.SELF_CHECK_QUESTIONS.items()
-                      if any(re.fullmatch(re.sub(r"\\{\w+\\}", ".+", re.escape(q)),
-                                          question["content"]) for q in qs))
-        seen.add(family)
-        # The phrasings differ from the requirement texts: the adapters learn those.
-        assert question["content"] not in S.PHRASINGS.values()
+        example = S.self_check_example(rng, questions)
+        assert example.learned_turns == questions
+        conversation = example.messages[:-2 * questions]
         answer = conversation[-1]["content"]
-        slots = {}
-        if family == "mentions":
-            slots["word"] = re.search(r"(say|word) (.+)\?$", question["content"]).group(2)
-        if family == "max_words":
-            slots["n"] = int(re.search(r"\d+", question["content"]).group())
-        assert S.PREDICATES[family](answer, slots) == (verdict["content"] == "Yes.")
+        asked = []
+        for question, verdict in zip(example.messages[-2 * questions::2],
+                                     example.messages[-2 * questions + 1::2], strict=True):
+            assert question["role"] == "user" and verdict["content"] in {"Yes.", "No."}
+            family = next(f for f, qs in S.SELF_CHECK_QUESTIONS.items()
+                          if any(re.fullmatch(re.sub(r"\\{\w+\\}", ".+", re.escape(q)),
+                                              question["content"]) for q in qs))
+            asked.append(family)
+            # The phrasings differ from the requirement texts: the adapters learn those.
+            assert question["content"] not in S.PHRASINGS.values()
+            slots = {}
+            if family == "mentions":
+                slots["word"] = re.search(r"(say|word) (.+)\?$", question["content"]).group(2)
+            if family == "max_words":
+                slots["n"] = int(re.search(r"\d+", question["content"]).group())
+            assert S.PREDICATES[family](answer, slots) == (verdict["content"] == "Yes.")
+        assert len(set(asked)) == questions  # one question per family
+        seen.update(asked)
     assert seen == set(S.FAMILIES)
 
 
@@ -136,13 +142,15 @@ def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(tiny_model, tiny_
             assert answer == ('yes"}' if ex.label else 'no"}') + tiny_tokenizer.eos_token
 
 
-def test_training_learns_only_the_last_turn_of_a_self_check():
+@pytest.mark.parametrize("questions", [1, 3])
+def test_training_learns_only_the_answers_to_the_self_check_questions(questions):
     train_embedded = _train_embedded()
     tok = build_tokenizer()
-    example = S.self_check_example(random.Random(5))
+    example = S.self_check_example(random.Random(5), questions)
     ids, labels = train_embedded.encode_chat(tok, example)
     learned = tok.decode([t for t in labels if t != -100])
-    assert learned == example.messages[-1]["content"] + tok.eos_token
+    verdicts = [m["content"] for m in example.messages[-2 * questions + 1::2]]
+    assert learned == "".join(v + tok.eos_token for v in verdicts)
     assert len(ids) == len(labels)
 
 
