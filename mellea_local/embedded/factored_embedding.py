@@ -25,7 +25,6 @@ from torch import nn
 from torch.nn import functional as F
 
 SPACE = "\u0120"  # byte-level BPE's spelling of a leading space
-CASES = ("none", "lower", "capital", "upper", "mixed")
 
 
 def spelling(token: str) -> tuple[str, str]:
