@@ -73,37 +73,30 @@ class FactoredEmbedding(nn.Module):
         return self.own + self.word[self.key_index] + self.form[self.form_index]
 
 
-class _Input(nn.Module):
-    def __init__(self, factored: FactoredEmbedding) -> None:
+class _Reads(nn.Module):
+    """The input embedding (``F.embedding``) or the tied head (``F.linear``) over one matrix."""
+
+    def __init__(self, factored: FactoredEmbedding, op: Any) -> None:
         super().__init__()
-        self.factored = factored
+        self.factored, self.op = factored, op
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.factored.matrix())
-
-
-class _Output(nn.Module):
-    def __init__(self, factored: FactoredEmbedding) -> None:
-        super().__init__()
-        self.factored = factored
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.factored.matrix())
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x, self.factored.matrix())
 
 
 def factor_embeddings(model: Any, tokenizer: Any) -> FactoredEmbedding:
     """Swap `model`'s tied embedding and LM head for one :class:`FactoredEmbedding` that starts
     as the current embedding, so the model computes what it computed before."""
     factored = FactoredEmbedding(tokenizer, model.model.embed_tokens.weight)
-    model.model.embed_tokens = _Input(factored)
-    model.lm_head = _Output(factored)
+    model.model.embed_tokens = _Reads(factored, F.embedding)
+    model.lm_head = _Reads(factored, F.linear)
     return factored
 
 
 def materialize(model: Any) -> None:
     """Fold a factored embedding back into a plain tied ``nn.Embedding`` (what is saved)."""
     head = model.lm_head
-    if not isinstance(head, _Output):
+    if not isinstance(head, _Reads):
         return
     weight = head.factored.matrix().detach().clone()
     model.model.embed_tokens = nn.Embedding.from_pretrained(
