@@ -197,3 +197,27 @@ def test_prefix_batches_keep_every_row_once_and_share_only_within_a_tool_set():
     assert shared[(2,)] == 0
     # rows 0, 1, 3 share [1, 2, 3]; row 3 learns its third token, so only 1 token is shared
     assert shared[(0, 1, 3)] == 1
+
+
+def test_the_base_optimizer_scales_only_the_shared_embedding_parts(tiny_model, tiny_tokenizer):
+    """factor_lr_scale reaches the word and form parts only; plain runs keep one group at the
+    schedule's rate (the shipped recipe's steps are unchanged)."""
+    import copy
+
+    from mellea_local.embedded.factored_embedding import factor_embeddings
+
+    train = _train_embedded()
+    cfg = train.Config(factor_lr_scale=0.25)
+    plain = train.base_optimizer(tiny_model, cfg)
+    train.set_lr(plain, 1e-3)
+    [group] = plain.param_groups
+    assert group["lr"] == 1e-3 and len(group["params"]) == len(list(tiny_model.parameters()))
+    model = copy.deepcopy(tiny_model)
+    factored = factor_embeddings(model, tiny_tokenizer)
+    opt = train.base_optimizer(model, cfg, factored)
+    train.set_lr(opt, 1e-3)
+    rest, shared = opt.param_groups
+    assert (rest["lr"], shared["lr"]) == (1e-3, 0.25e-3)
+    assert shared["params"] == [factored.word, factored.form]
+    everything = rest["params"] + shared["params"]
+    assert len({id(p) for p in everything}) == len(everything) == len(list(model.parameters()))
