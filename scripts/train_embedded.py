@@ -100,7 +100,9 @@ class Config:
     # against 81.9 and ReACT calculator tasks fall from 76 % to 2 % (operands copied off by
     # one digit); issue 5 notes.
     factor_embeddings: bool = False
-    factor_lr_scale: float = 1.0  # learning rate of the shared word and form parts, relative
+    # learning rate of the shared word and form parts, relative (0.333 did not bring back
+    # the digit copying factoring costs: ReACT calculator 0/25; issue 5 notes)
+    factor_lr_scale: float = 1.0
     self_check_examples: int = 20000
     # Families asked about per self-check answer, one turn each (more labels per token; later
     # questions follow a "Yes."/"No." turn, which seemed to blur "your answer" for question marks).
