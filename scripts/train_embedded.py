@@ -57,6 +57,7 @@ from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
 from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
+from mellea_local.embedded.feature_targets import CLASSES, IGNORE, feature_targets  # noqa: E402
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
 
@@ -104,6 +105,13 @@ class Config:
     # the digit copying factoring costs: ReACT calculator 0/25; issue 5 notes)
     factor_lr_scale: float = 1.0
     self_check_examples: int = 20000
+    # Dense feature targets (feature_targets): a linear probe on hidden layer feature_layer
+    # predicts word count, not-all-caps and "word in the answer" at every token after an
+    # answer starts, weighted by feature_weight beside the LM loss; echo_examples adds
+    # "which of these words did you say" chats, where "mentioned" labels are half positive.
+    feature_weight: float = 0.0
+    feature_layer: int = 4
+    echo_examples: int = 0
     # Families asked about per self-check answer, one turn each (more labels per token; later
     # questions follow a "Yes."/"No." turn, which seemed to blur "your answer" for question marks).
     self_check_questions: int = 1
@@ -282,8 +290,13 @@ def copy_rows(
     return rows
 
 
-def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None]]:
-    """Encoded base data and, per row, its prefix group (the offered tools of a ReACT trace)."""
+Features = list[list[list[int]]]
+"""Per row, per token: the ``feature_targets`` of that token."""
+
+
+def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None], Features | None]:
+    """Encoded base data, per row its prefix group (the offered tools of a ReACT trace), and
+    the feature targets when the recipe trains a probe."""
     rng = random.Random(cfg.base_seed)
     examples = [S.chat_example(rng) for _ in range(cfg.chat_examples)]
     examples += [S.self_check_example(rng, cfg.self_check_questions)
@@ -291,12 +304,40 @@ def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None]]:
     for _ in range(cfg.react_examples):
         task = S.react_task(rng, pseudo_rate=cfg.react_pseudo_rate)
         examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
+    examples += [S.word_echo_example(rng) for _ in range(cfg.echo_examples)]
     groups = [json.dumps(e.tools, sort_keys=True) if e.tools else None for e in examples]
-    return [encode_chat(tok, e) for e in examples], groups
+    rows = [encode_chat(tok, e) for e in examples]
+    if not cfg.feature_weight:
+        return rows, groups, None
+    features = [feature_targets(tok, tok.apply_chat_template(e.messages, tools=e.tools,
+                                                             tokenize=False))[1]
+                for e in examples]
+    return rows, groups, features
 
 
-def lm_loss(model: Any, rows: Rows, pad: int, shared: int = 0) -> torch.Tensor:
-    """Next-token loss on the labelled positions of ``rows``.
+@dataclass
+class FeatureProbe:
+    """A linear read of one hidden layer, trained beside the LM and dropped after."""
+
+    head: torch.nn.Linear
+    layer: int
+    weight: float
+    last_loss: float = 0.0
+
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean over ``FEATURES`` of each one's cross-entropy where it has a target."""
+        logits = self.head(hidden).float().split(list(CLASSES), dim=-1)
+        parts = [F.cross_entropy(lg.reshape(-1, lg.shape[-1]), targets[..., k].reshape(-1),
+                                 ignore_index=IGNORE)
+                 for k, lg in enumerate(logits) if (targets[..., k] != IGNORE).any()]
+        return torch.stack(parts).mean() if parts else hidden.new_zeros(())
+
+
+def lm_loss(model: Any, rows: Rows, pad: int, shared: int = 0,
+            probe: FeatureProbe | None = None, features: Features | None = None,
+            ) -> torch.Tensor:
+    """Next-token loss on the labelled positions of ``rows``, plus the probe's weighted
+    feature loss when one is given (``features``: the rows' targets).
 
     With ``shared`` > 0 every row starts with the same ``shared`` tokens, none of them
     learned: they run once, their K/V are expanded over the batch (a view, so the gradients of
@@ -318,17 +359,28 @@ def lm_loss(model: Any, rows: Rows, pad: int, shared: int = 0) -> torch.Tensor:
         mask = torch.cat([torch.ones(len(rows), shared, dtype=mask.dtype), mask], dim=1)
         positions = torch.arange(shared, shared + ids.shape[1]).expand(len(rows), -1)
         kwargs = {kw: cache, "use_cache": True, "position_ids": positions}
-    hidden = model.model(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state
+    out = model.model(input_ids=ids, attention_mask=mask, output_hidden_states=probe is not None,
+                      **kwargs)
+    hidden = out.last_hidden_state
     # Logits only where there is a label: most ReACT tokens are prompt.
     targets = labels[:, 1:]
     keep = targets != -100
     logits = model.lm_head(hidden[:, :-1][keep])
-    return F.cross_entropy(logits.float(), targets[keep])
+    loss = F.cross_entropy(logits.float(), targets[keep])
+    if probe is None or features is None:
+        return loss
+    blank = [IGNORE] * len(CLASSES)
+    wanted = torch.tensor([f[shared:] + [blank] * (ids.shape[1] - len(f) + shared)
+                           for f in features])
+    feature_loss = probe.loss(out.hidden_states[probe.layer], wanted)
+    probe.last_loss = feature_loss.item()
+    return loss + probe.weight * feature_loss
 
 
-def lm_step(model: Any, opt: Any, rows: Rows, pad: int, shared: int = 0) -> float:
+def lm_step(model: Any, opt: Any, rows: Rows, pad: int, shared: int = 0,
+            probe: FeatureProbe | None = None, features: Features | None = None) -> float:
     """One optimiser step of :func:`lm_loss`."""
-    loss = lm_loss(model, rows, pad, shared)
+    loss = lm_loss(model, rows, pad, shared, probe, features)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -338,7 +390,7 @@ def lm_step(model: Any, opt: Any, rows: Rows, pad: int, shared: int = 0) -> floa
 
 def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
     t0 = time.perf_counter()
-    rows, groups = base_rows(cfg, tok)
+    rows, groups, features = base_rows(cfg, tok)
     rng = random.Random(cfg.base_seed + 1)
     if cfg.share_react_prefix:
         batches = prefix_batches(rows, groups, cfg.base_batch_tokens, rng,
@@ -358,6 +410,13 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
         log(f"factored embeddings: {len(factored.word)} words x {len(factored.form)} forms")
     model.train()
     opt = base_optimizer(model, cfg, factored)
+    probe = None
+    if features is not None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.base_seed + 3)
+            probe = FeatureProbe(torch.nn.Linear(cfg.hidden_size, sum(CLASSES)),
+                                 cfg.feature_layer, cfg.feature_weight)
+        opt.add_param_group({"params": list(probe.head.parameters())})
     pad = tok.pad_token_id
     copy_rng = random.Random(cfg.base_seed + 2)
     seps = (tok.convert_tokens_to_ids(":"), tok.convert_tokens_to_ids("Ċ"))  # ":" and "\n"
@@ -378,11 +437,13 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
             continue
         batch, shared = batches[taken % len(batches)]
         taken += 1
-        loss = lm_step(model, opt, [rows[i] for i in batch], pad, shared)
+        loss = lm_step(model, opt, [rows[i] for i in batch], pad, shared, probe,
+                       [features[i] for i in batch] if features is not None else None)
         history.append(loss)
         if step % 50 == 0 or step == cfg.base_steps - 1:
             recent = sum(history[-25:]) / len(history[-25:])
-            log(f"base step {step}/{cfg.base_steps} loss {recent:.3f} "
+            probed = f" features {probe.last_loss:.3f}" if probe is not None else ""
+            log(f"base step {step}/{cfg.base_steps} loss {recent:.3f}{probed} "
                 f"({time.perf_counter() - t1:.0f}s)")
     materialize(model)
     model.eval()

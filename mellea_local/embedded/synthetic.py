@@ -599,6 +599,41 @@ def self_check_example(rng: random.Random, questions: int = 1) -> ChatExample:
     return ChatExample(messages, learned_turns=questions)
 
 
+def word_echo_example(rng: random.Random) -> ChatExample:
+    """An answer, then "Which of these words did you say: ...?" and the ones it did say.
+
+    Practice at looking a word up in an answer whatever its case, the concept "mentions"
+    checks need and the one sparse Yes/No self-checks never taught: each listed word is from
+    the answer half the time, cased anew, so the feature probe
+    (``feature_targets``, ``mentioned``) gets a balanced label on every one of them.
+    """
+    src = WordSource("train", 0.1)
+    answer = _sentence(rng, src, rng.randint(3, 12))
+    said = list(dict.fromkeys(w.lower() for w in re.findall(r"[A-Za-z]+", answer)))
+    asked: list[str] = []
+    for _ in range(rng.randint(2, 5)):
+        if said and rng.random() < 0.5:
+            word = said.pop(rng.randrange(len(said)))
+        else:
+            word = src.word(rng).lower()
+            if mentions(answer, word) or word in asked:
+                continue
+        asked.append(word)
+    shown = [w.capitalize() if rng.random() < 0.15 else w.upper() if rng.random() < 0.1 else w
+             for w in asked]
+    found = [w for w in asked if mentions(answer, w)] or ["None"]
+    messages: list[dict[str, Any]] = []
+    if rng.random() < 0.15:
+        messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
+    messages += [
+        {"role": "user", "content": _question(rng, src, None)},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "Which of these words did you say: " + ", ".join(shown) + "?"},
+        {"role": "assistant", "content": ", ".join(found) + "."},
+    ]
+    return ChatExample(messages, learned_turns=1)
+
+
 def _slots_about(rng: random.Random, family: str, response: str) -> dict[str, Any]:
     """Question slots for a response drawn for another family, half of them true."""
     if family == "mentions":

@@ -1,0 +1,119 @@
+"""Dense feature targets for the base's probe: they must say what the check labels say."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mellea_local.embedded import synthetic as S
+from mellea_local.embedded.feature_targets import (
+    CLASSES,
+    FEATURES,
+    IGNORE,
+    WORD_CLASSES,
+    feature_targets,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS, NOT_CAPS, MENTIONED = (FEATURES.index(f) for f in ("words", "not_caps", "mentioned"))
+
+
+def _render(tok, messages):
+    return tok.apply_chat_template(messages, tokenize=False)
+
+
+def _token_at(tok, text: str, char: int) -> int:
+    offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return next(i for i, (s, e) in enumerate(offsets) if s <= char < e)
+
+
+def test_targets_follow_one_answer_and_the_question_after_it(tiny_tokenizer):
+    text = _render(tiny_tokenizer, [
+        {"role": "user", "content": "Tell me about the river."},
+        {"role": "assistant", "content": "RIGHT TAKING BACK."},
+        {"role": "user", "content": "Did you say back or river?"},
+    ])
+    ids, targets = feature_targets(tiny_tokenizer, text)
+    assert ids == tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(targets) == len(ids)
+    answer = text.index("RIGHT")
+    before = _token_at(tiny_tokenizer, text, answer)
+    assert all(t == [IGNORE] * len(FEATURES) for t in targets[:before])
+    # " TAKING" is the answer's second word, still all capitals
+    taking = targets[_token_at(tiny_tokenizer, text, text.index("TAKING"))]
+    assert taking[WORDS] == 2 and taking[NOT_CAPS] == 0 and taking[MENTIONED] == 0
+    question = text.index("Did")
+    back = targets[_token_at(tiny_tokenizer, text, text.index("back", question))]
+    river = targets[_token_at(tiny_tokenizer, text, text.index("river", question))]
+    assert back == [3, 0, 1]  # in the answer, whatever its case
+    assert river[MENTIONED] == 0  # the user said it, the answer did not
+    assert targets[-1][:2] == [3, 0]
+
+
+def test_thinking_is_no_part_of_the_answer(tiny_tokenizer):
+    text = _render(tiny_tokenizer, [
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "HELLO THERE", "reasoning_content": "say hello"},
+    ])
+    _, targets = feature_targets(tiny_tokenizer, text)
+    thought = _token_at(tiny_tokenizer, text, text.index("say hello"))
+    assert targets[thought] == [IGNORE] * len(FEATURES)
+    assert targets[-1][:2] == [2, 0]
+
+
+@pytest.mark.parametrize("family", ["all_caps", "mentions", "max_words"])
+def test_targets_at_the_check_prompt_equal_the_check_labels(tiny_tokenizer, family):
+    """After the requirement turn the probe is asked exactly what the check's label answers."""
+    rng = random.Random(11)
+    for i in range(30):
+        ex = S.check_example(rng, family, i % 2 == 0, pseudo_rate=0.15)
+        text = _render(tiny_tokenizer, [*ex.messages, S.check_user_turn(ex.requirement)])
+        _, targets = feature_targets(tiny_tokenizer, text)
+        last = targets[-1]
+        assert last[WORDS] == min(S.word_count(ex.response), WORD_CLASSES - 1)
+        assert last[NOT_CAPS] == int(not S.is_all_caps(ex.response))
+        if family == "mentions":
+            at = text.rindex(f"mentions {ex.slots['word']}") + len("mentions ")
+            assert targets[_token_at(tiny_tokenizer, text, at)][MENTIONED] == int(ex.label)
+
+
+def test_word_echo_lists_exactly_the_asked_words_the_answer_holds():
+    rng = random.Random(4)
+    for _ in range(50):
+        messages = S.word_echo_example(rng).messages
+        answer, asked, reply = (m["content"] for m in messages[-3:])
+        words = asked.removeprefix("Which of these words did you say: ").rstrip("?").split(", ")
+        said = [w.lower() for w in words if S.mentions(answer, w)]
+        assert reply == (", ".join(said) if said else "None") + "."
+
+
+def _train_embedded():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import train_embedded
+
+    return train_embedded
+
+
+def test_probe_loss_reads_only_positions_with_targets_and_adds_to_the_lm_loss(
+        tiny_model, tiny_tokenizer):
+    train = _train_embedded()
+    example = S.self_check_example(random.Random(2))
+    row = train.encode_chat(tiny_tokenizer, example)
+    _, targets = feature_targets(tiny_tokenizer, _render(tiny_tokenizer, example.messages))
+    torch.manual_seed(0)
+    probe = train.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=0.5)
+    pad = tiny_tokenizer.pad_token_id
+    with torch.no_grad():
+        plain = train.lm_loss(tiny_model, [row], pad)
+        both = train.lm_loss(tiny_model, [row], pad, probe=probe, features=[targets])
+        hidden = tiny_model.model(input_ids=torch.tensor([row[0]]),
+                                  output_hidden_states=True).hidden_states[1]
+        alone = probe.loss(hidden, torch.tensor([targets]))
+        blank = probe.loss(hidden, torch.full((1, len(targets), len(FEATURES)), IGNORE))
+    assert both.item() == pytest.approx(plain.item() + 0.5 * alone.item(), rel=1e-5)
+    assert probe.last_loss == pytest.approx(alone.item(), rel=1e-5)
+    assert alone.item() > 0 and blank.item() == 0
