@@ -57,7 +57,12 @@ from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
 from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
-from mellea_local.embedded.feature_targets import CLASSES, IGNORE, feature_targets  # noqa: E402
+from mellea_local.embedded.feature_targets import (  # noqa: E402
+    CLASSES,
+    FEATURES,
+    IGNORE,
+    feature_targets,
+)
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
 
@@ -112,6 +117,9 @@ class Config:
     feature_weight: float = 0.0
     feature_layer: int = 4
     echo_examples: int = 0
+    # with the probe: after every copy batch, a batch of seen_rows (token seen before?) for
+    # the probe's "mentioned" output alone: the matching circuit "mentions" needs
+    seen_batch: int = 0
     # Families asked about per self-check answer, one turn each (more labels per token; later
     # questions follow a "Yes."/"No." turn, which seemed to blur "your answer" for question marks).
     self_check_questions: int = 1
@@ -269,6 +277,30 @@ def pad_right(seqs: list[list[int]], value: int) -> torch.Tensor:
     return torch.tensor([s + [value] * (width - len(s)) for s in seqs])
 
 
+def seen_rows(rng: random.Random, n: int, vocab_size: int) -> tuple[Rows, Features]:
+    """Random tokens from a small pool, and at every position whether it came before.
+
+    The dense form of what a "mentions" check asks (is this word in that text?): on such rows
+    the base learns to match a token against earlier ones in a few hundred steps, while the
+    sparse labels of chats and self-checks left it at chance. Only the probe learns here: no
+    token is a language-model target.
+    """
+    rows, features = [], []
+    low, high = 4, vocab_size - 5
+    mentioned = FEATURES.index("mentioned")
+    for _ in range(n):
+        pool = rng.sample(range(low, high), rng.randint(8, 40))
+        ids = [rng.choice(pool) for _ in range(48)]
+        targets = []
+        for i, t in enumerate(ids):
+            row = [IGNORE] * len(FEATURES)
+            row[mentioned] = int(t in ids[:i])
+            targets.append(row)
+        rows.append((ids, [-100] * len(ids)))
+        features.append(targets)
+    return rows, features
+
+
 def copy_rows(
     rng: random.Random, n: int, vocab_size: int, seps: tuple[int, int]
 ) -> Rows:
@@ -365,8 +397,11 @@ def lm_loss(model: Any, rows: Rows, pad: int, shared: int = 0,
     # Logits only where there is a label: most ReACT tokens are prompt.
     targets = labels[:, 1:]
     keep = targets != -100
-    logits = model.lm_head(hidden[:, :-1][keep])
-    loss = F.cross_entropy(logits.float(), targets[keep])
+    if keep.any():
+        logits = model.lm_head(hidden[:, :-1][keep])
+        loss = F.cross_entropy(logits.float(), targets[keep])
+    else:  # probe-only rows (seen_rows)
+        loss = hidden.new_zeros(())
     if probe is None or features is None:
         return loss
     blank = [IGNORE] * len(CLASSES)
@@ -419,6 +454,7 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
         opt.add_param_group({"params": list(probe.head.parameters())})
     pad = tok.pad_token_id
     copy_rng = random.Random(cfg.base_seed + 2)
+    seen_rng = random.Random(cfg.base_seed + 4)
     seps = (tok.convert_tokens_to_ids(":"), tok.convert_tokens_to_ids("Ċ"))  # ":" and "\n"
     t1 = time.perf_counter()
     for step in range(cfg.copy_steps):
@@ -434,6 +470,9 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
         set_lr(opt, lr_at(step, cfg.base_steps, cfg.base_lr))
         if cfg.copy_every and step % cfg.copy_every == cfg.copy_every - 1:
             lm_step(model, opt, copy_rows(copy_rng, cfg.copy_batch, len(tok), seps), pad)
+            if probe is not None and cfg.seen_batch:
+                seen, seen_features = seen_rows(seen_rng, cfg.seen_batch, len(tok))
+                lm_step(model, opt, seen, pad, 0, probe, seen_features)
             continue
         batch, shared = batches[taken % len(batches)]
         taken += 1

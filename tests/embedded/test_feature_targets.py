@@ -117,3 +117,20 @@ def test_probe_loss_reads_only_positions_with_targets_and_adds_to_the_lm_loss(
     assert both.item() == pytest.approx(plain.item() + 0.5 * alone.item(), rel=1e-5)
     assert probe.last_loss == pytest.approx(alone.item(), rel=1e-5)
     assert alone.item() > 0 and blank.item() == 0
+
+
+def test_seen_rows_label_every_token_seen_before_and_train_only_the_probe(
+        tiny_model, tiny_tokenizer):
+    train = _train_embedded()
+    rows, features = train.seen_rows(random.Random(0), 4, len(tiny_tokenizer))
+    for (ids, labels), targets in zip(rows, features, strict=True):
+        assert all(t == -100 for t in labels)
+        assert [t[MENTIONED] for t in targets] == [int(t in ids[:i]) for i, t in enumerate(ids)]
+        assert all(t[WORDS] == t[NOT_CAPS] == IGNORE for t in targets)
+        assert 0 < sum(t[MENTIONED] for t in targets) < len(ids)
+    torch.manual_seed(0)
+    probe = train.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=1.0)
+    with torch.no_grad():
+        loss = train.lm_loss(tiny_model, rows, tiny_tokenizer.pad_token_id, probe=probe,
+                             features=features)
+    assert torch.isfinite(loss) and loss.item() == pytest.approx(probe.last_loss, rel=1e-5)
