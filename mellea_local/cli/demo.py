@@ -20,6 +20,7 @@ from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.cli.react_cmd import StepPrinter, build_tools
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
+from mellea_local.embedded.synthetic import FAMILIES, PREDICATES
 from mellea_local.intrinsics import arequirement_check, arequirement_checks
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
@@ -27,7 +28,8 @@ from mellea_local.react import react
 from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
 
 QUESTION = "What is the capital of France?"
-REQUIREMENTS = [p.format(word="Paris", n=8) for p in REQUIREMENT_PHRASINGS]
+SLOTS = {"word": "Paris", "n": 8}
+REQUIREMENTS = [p.format(**SLOTS) for p in REQUIREMENT_PHRASINGS]
 AGENT_GOALS = [("What is 17 * 23?", None),
                ('Look up "paris_code".', {"paris_code": "7501", "rome_code": "0011"})]
 INSTRUCTION = "Tell me about the river."
@@ -42,7 +44,7 @@ def _verdict(score: float) -> str:
     return "[green]pass[/]" if score > 0.5 else "[red]fail[/]"
 
 
-async def _answer(console: Console, backend: LocalHFBackend) -> ChatContext:
+async def _answer(console: Console, backend: LocalHFBackend) -> tuple[ChatContext, str]:
     console.rule("[bold]1. An answer, with its thinking")
     console.print(f"[bold cyan]user[/] {QUESTION}")
     ctx = ChatContext()
@@ -55,24 +57,29 @@ async def _answer(console: Console, backend: LocalHFBackend) -> ChatContext:
     console.print(f"[bold magenta]assistant[/] {answer}", highlight=False)
     console.print(f"[dim]  {mot.usage.get('completion_tokens', '?')} tokens, "
                   f"finish_reason={mot.finish_reason}[/]")
-    return ctx
+    return ctx, answer
 
 
-async def _checks(console: Console, backend: LocalHFBackend, ctx: ChatContext) -> None:
+async def _checks(
+    console: Console, backend: LocalHFBackend, ctx: ChatContext, answer: str
+) -> None:
     console.rule("[bold]2. Requirement checks on that answer (aLoRA, base KV cache reused)")
     table = Table(show_edge=False)
-    for col in ("requirement", "score", "verdict", "ms", "prefilled", "reused"):
+    for col in ("requirement", "score", "verdict", "truth", "ms", "prefilled", "reused"):
         table.add_column(col, justify="left" if col == "requirement" else "right")
-    for req in REQUIREMENTS:
+    for family, req in zip(FAMILIES, REQUIREMENTS, strict=True):
         t0 = time.perf_counter()
         score = await arequirement_check(ctx, backend, req)
         ms = (time.perf_counter() - t0) * 1000
         last = backend.stats.last
-        table.add_row(req, f"{score:.3f}", _verdict(score), f"{ms:.1f}",
+        truth = "[dim]pass[/]" if PREDICATES[family](answer, SLOTS) else "[dim]fail[/]"
+        table.add_row(req, f"{score:.3f}", _verdict(score), truth, f"{ms:.1f}",
                       str(last.prefilled_tokens), str(last.reused_tokens))
     console.print(table)
-    console.print("[dim]  prefilled = tokens run through the model for the check; reused = "
-                  "conversation tokens served from the base model's KV cache.[/]")
+    console.print("[dim]  truth = the Python rule the training labels come from (the tiny model "
+                  "is wrong where they differ); prefilled = tokens run through the model for "
+                  "the check; reused = conversation tokens served from the base model's KV "
+                  "cache.[/]")
 
     console.rule("[bold]3. The same six checks as one batch")
     t0 = time.perf_counter()
@@ -130,8 +137,8 @@ async def _demo(console: Console) -> None:
         f"({params / 1e6:.1f} M parameters, {backend.device}) with adapters "
         f"{', '.join(sorted(backend.adapters))}, loaded in {time.perf_counter() - t1:.2f} s "
         f"[dim](libraries imported in {t1 - t0:.1f} s)[/]")
-    ctx = await _answer(console, backend)
-    await _checks(console, backend, ctx)
+    ctx, answer = await _answer(console, backend)
+    await _checks(console, backend, ctx, answer)
     await _agent(console, backend)
     await _instruct(console, backend)
     console.rule(f"[bold]done in {time.perf_counter() - t0:.1f} s, offline")

@@ -172,6 +172,7 @@ def test_demo_runs_every_act_offline():
                 "4. A ReACT agent", "5. Instruct", "done in"):
         assert act in result.stdout, act
     assert "final answer" in result.stdout and "attempt 1" in result.stdout
+    assert "truth" in result.stdout  # the Python rule beside each verdict
 
 
 async def test_check_command_on_the_embedded_model_reports_the_library_accuracy(
