@@ -116,8 +116,9 @@ class Config:
     # predicts word count, not-all-caps and "word in the answer" at every token after an
     # answer starts, weighted by feature_weight beside the LM loss; echo_examples adds
     # "which of these words did you say" chats, where "mentioned" labels are half positive.
-    # Together (0 / 0 before): aLoRA max_words 69.5 -> 98, all_caps 81 -> 88, ReACT
-    # calculator solved 76 -> 96 %; mentions stayed at chance (issue 5 notes).
+    # Together (0 / 0 before; not ablated apart): aLoRA max_words 69.5 -> 95.5, all_caps
+    # 81 -> 89.5, ReACT solved calculator 76 -> 95 %, lookup 53 -> 100 %; mentions stayed at
+    # chance (issue 5 notes).
     feature_weight: float = 0.3
     feature_layer: int = 4
     echo_examples: int = 5000
