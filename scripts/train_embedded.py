@@ -187,15 +187,22 @@ def lr_at(step: int, total: int, peak: float) -> float:
 # ----- stage 1: the base model -------------------------------------------------------------------
 
 
-def encode_chat(tok: Any, example: S.ChatExample) -> tuple[list[int], list[int]]:
+def render(tok: Any, example: S.ChatExample) -> str:
+    return str(tok.apply_chat_template(example.messages, tools=example.tools, tokenize=False))
+
+
+def encode_chat(
+    tok: Any, example: S.ChatExample, text: str | None = None
+) -> tuple[list[int], list[int]]:
     """Token ids of the rendered conversation and labels (-100 outside assistant turns).
 
     An assistant turn is learned from the token after ``<|end_of_role|>`` through its
     ``<|end_of_text|>``; a leading ``<think>`` is not learned: with thinking on, the
     generation prompt writes it, and with thinking off the model must not. With
-    ``learned_turns`` only the last that many assistant turns are learned.
+    ``learned_turns`` only the last that many assistant turns are learned. ``text``: the
+    example already rendered.
     """
-    text = tok.apply_chat_template(example.messages, tools=example.tools, tokenize=False)
+    text = render(tok, example) if text is None else text
     ids = tok(text, add_special_tokens=False)["input_ids"]
     sor, eor, eos = (tok.convert_tokens_to_ids(t) for t in
                      ("<|start_of_role|>", "<|end_of_role|>", tok.eos_token))
@@ -343,13 +350,11 @@ def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None], Features |
         examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
     examples += [S.word_echo_example(rng) for _ in range(cfg.echo_examples)]
     groups = [json.dumps(e.tools, sort_keys=True) if e.tools else None for e in examples]
-    rows = [encode_chat(tok, e) for e in examples]
+    texts = [render(tok, e) for e in examples]
+    rows = [encode_chat(tok, e, text) for e, text in zip(examples, texts, strict=True)]
     if not cfg.feature_weight:
         return rows, groups, None
-    features = [feature_targets(tok, tok.apply_chat_template(e.messages, tools=e.tools,
-                                                             tokenize=False))[1]
-                for e in examples]
-    return rows, groups, features
+    return rows, groups, [feature_targets(tok, text)[1] for text in texts]
 
 
 @dataclass
