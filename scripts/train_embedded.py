@@ -143,7 +143,8 @@ class Config:
 
 QUICK = dict(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=256,
              copy_steps=20, base_steps=40, chat_examples=1500, react_examples=150,
-             self_check_examples=500, adapter_steps=40, adapter_rank=8, adapter_alpha=16)
+             self_check_examples=500, echo_examples=200, feature_layer=1, adapter_steps=40,
+             adapter_rank=8, adapter_alpha=16)
 
 
 def log(msg: str) -> None:
