@@ -147,6 +147,14 @@ QUICK = dict(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, interme
              adapter_rank=8, adapter_alpha=16)
 
 
+def check_config(cfg: Config) -> None:
+    """Refuse a config that would fail mid-run, before minutes of data preparation."""
+    if cfg.feature_weight and not 0 <= cfg.feature_layer <= cfg.num_layers:
+        raise ValueError(
+            f"feature_layer={cfg.feature_layer} names no hidden state of a "
+            f"{cfg.num_layers}-layer model (0..{cfg.num_layers}); pass --set feature_layer=N")
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -730,6 +738,7 @@ def main(argv: list[str] | None = None) -> None:
                           else type(default)(value))
     for key, value in overrides.items():
         setattr(cfg, key, value)
+    check_config(cfg)
     scratch = Path("/tmp/mellea-embedded-quick")
     weights = args.weights or (scratch / BASE_NAME if args.quick else WEIGHTS_DIR)
     adapters = args.adapters or (scratch / "adapters" if args.quick else ADAPTERS_DIR)

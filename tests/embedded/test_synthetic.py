@@ -221,3 +221,12 @@ def test_the_base_optimizer_scales_only_the_shared_embedding_parts(tiny_model, t
     assert shared["params"] == [factored.word, factored.form]
     everything = rest["params"] + shared["params"]
     assert len({id(p) for p in everything}) == len(everything) == len(list(model.parameters()))
+
+
+def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training():
+    train = _train_embedded()
+    train.check_config(train.Config())
+    train.check_config(train.Config(**train.QUICK))  # the --quick model has 2 layers
+    with pytest.raises(ValueError, match="feature_layer=4 .* 2-layer model .* --set feature_layer"):
+        train.check_config(train.Config(num_layers=2))
+    train.check_config(train.Config(num_layers=2, feature_weight=0.0))  # no probe, no layer
