@@ -227,6 +227,6 @@ def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training()
     train = _train_embedded()
     train.check_config(train.Config())
     train.check_config(train.Config(**train.QUICK))  # the --quick model has 2 layers
-    with pytest.raises(ValueError, match="feature_layer=4 .* 2-layer model .* --set feature_layer"):
+    with pytest.raises(ValueError, match=r"feature_layer=4 .* 2-layer model .* --set"):
         train.check_config(train.Config(num_layers=2))
     train.check_config(train.Config(num_layers=2, feature_weight=0.0))  # no probe, no layer
