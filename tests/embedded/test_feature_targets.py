@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -13,13 +14,17 @@ from mellea_local.embedded import synthetic as S
 from mellea_local.embedded.feature_targets import (
     CLASSES,
     FEATURES,
+    IDENTITIES,
     IGNORE,
+    ROLES,
     WORD_CLASSES,
     feature_targets,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS, NOT_CAPS, MENTIONED = (FEATURES.index(f) for f in ("words", "not_caps", "mentioned"))
+WORDS, NOT_CAPS, MENTIONED, ROLE, WORD = (
+    FEATURES.index(f) for f in ("words", "not_caps", "mentioned", "role", "word"))
+TURN = slice(0, ROLE)  # the targets about the latest answer
 
 
 def _render(tok, messages):
@@ -42,14 +47,14 @@ def test_targets_follow_one_answer_and_the_question_after_it(tiny_tokenizer):
     assert len(targets) == len(ids)
     answer = text.index("RIGHT")
     before = _token_at(tiny_tokenizer, text, answer)
-    assert all(t == [IGNORE] * len(FEATURES) for t in targets[:before])
-    # " TAKING" is the answer's second word, still all capitals
-    taking = targets[_token_at(tiny_tokenizer, text, text.index("TAKING"))]
+    assert all(t[TURN] == [IGNORE] * 3 for t in targets[:before])
+    # " TAKING" is the answer's second word, still all capitals (targets on its last token)
+    taking = targets[_token_at(tiny_tokenizer, text, text.index("TAKING") + 5)]
     assert taking[WORDS] == 2 and taking[NOT_CAPS] == 0 and taking[MENTIONED] == 0
     question = text.index("Did")
-    back = targets[_token_at(tiny_tokenizer, text, text.index("back", question))]
-    river = targets[_token_at(tiny_tokenizer, text, text.index("river", question))]
-    assert back == [3, 0, 1]  # in the answer, whatever its case
+    back = targets[_token_at(tiny_tokenizer, text, text.index("back", question) + 3)]
+    river = targets[_token_at(tiny_tokenizer, text, text.index("river", question) + 4)]
+    assert back[TURN] == [3, 0, 1]  # in the answer, whatever its case
     assert river[MENTIONED] == 0  # the user said it, the answer did not
     assert targets[-1][:2] == [3, 0]
 
@@ -61,7 +66,8 @@ def test_thinking_is_no_part_of_the_answer(tiny_tokenizer):
     ])
     _, targets = feature_targets(tiny_tokenizer, text)
     thought = _token_at(tiny_tokenizer, text, text.index("say hello"))
-    assert targets[thought] == [IGNORE] * len(FEATURES)
+    assert targets[thought][TURN] == [IGNORE] * 3
+    assert targets[thought][ROLE] == ROLES.index("assistant")
     assert targets[-1][:2] == [2, 0]
 
 
@@ -77,8 +83,38 @@ def test_targets_at_the_check_prompt_equal_the_check_labels(tiny_tokenizer, fami
         assert last[WORDS] == min(S.word_count(ex.response), WORD_CLASSES - 1)
         assert last[NOT_CAPS] == int(not S.is_all_caps(ex.response))
         if family == "mentions":
-            at = text.rindex(f"mentions {ex.slots['word']}") + len("mentions ")
+            word = ex.slots["word"]
+            at = text.rindex(f"mentions {word}") + len("mentions ") + len(word) - 1
             assert targets[_token_at(tiny_tokenizer, text, at)][MENTIONED] == int(ex.label)
+
+
+def test_every_token_knows_its_role_and_every_known_word_its_lowercase_identity(
+        tiny_tokenizer):
+    """Role and identity, the parts of the "mentioned" look-up, cover the whole text."""
+    text = _render(tiny_tokenizer, [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Tell me about the river."},
+        {"role": "assistant", "content": "The River runs. RIVER!"},
+        {"role": "user", "content": "Did you say river or Paris or galaxy?"},
+    ])
+    _, targets = feature_targets(tiny_tokenizer, text)
+    for role, content in (("system", "brief"), ("user", "Tell"), ("assistant", "runs")):
+        assert targets[_token_at(tiny_tokenizer, text, text.index(content))][ROLE] == \
+            ROLES.index(role)
+    assert targets[0][ROLE] == ROLES.index("system")  # a header belongs to its turn
+    spellings = [m.end() - 1 for m in re.finditer("(?i)river", text)]
+    assert len({tuple(tiny_tokenizer.tokenize(text[m.start():m.end()]))
+                for m in re.finditer("(?i) ?river", text)}) >= 3  # unrelated BPE spellings
+    assert {targets[_token_at(tiny_tokenizer, text, at)][WORD] for at in spellings} == {
+        IDENTITIES.index("river")}
+    paris = text.index("Paris") + 4
+    assert targets[_token_at(tiny_tokenizer, text, paris)][WORD] == IDENTITIES.index("paris")
+    # a word held out of training has no identity, and a word's inner tokens none either
+    unseen = text.index("galaxy")
+    assert "galaxy" in S.UNSEEN_WORDS
+    assert all(targets[i][WORD] == IGNORE for i in range(
+        _token_at(tiny_tokenizer, text, unseen), _token_at(tiny_tokenizer, text, unseen + 5) + 1))
+    assert set(IDENTITIES).isdisjoint(S.UNSEEN_WORDS)
 
 
 def test_word_echo_lists_exactly_the_asked_words_the_answer_holds():

@@ -81,8 +81,8 @@ def test_shipped_files_fit_the_size_budget():
 
 
 async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded):
-    """The intrinsic's adapter (the aLoRA). The plain LoRA is shipped for comparisons and is
-    weaker (embedded.json): it calls this lowercase answer all capitals."""
+    """The intrinsic's adapter (the aLoRA). The plain LoRA, shipped for comparisons, scores
+    higher over all_caps in embedded.json yet fails this one: it scores the capitals 0.15."""
     requirement = ["The response is written in all capital letters."]
     [caps] = await _scores(embedded, _chat("THE CAPITAL OF FRANCE IS PARIS."), requirement,
                            kind="alora")
@@ -106,7 +106,7 @@ async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
 async def test_a_held_out_sample_is_well_above_chance(embedded):
     """60 fresh checks (10 per family): a regression to chance (50 %) cannot pass 75 %.
 
-    The shipped aLoRA scores ~82 % on average over the families (embedded.json), short of the
+    The shipped aLoRA scores ~90 % on average over the families (embedded.json), short of the
     95 % target; this guards what it does reach.
     """
     examples = S.check_examples(random.Random(424_242), 10)
