@@ -170,3 +170,25 @@ def test_seen_rows_label_every_token_seen_before_and_train_only_the_probe(
         loss = train.lm_loss(tiny_model, rows, tiny_tokenizer.pad_token_id, probe=probe,
                              features=features)
     assert torch.isfinite(loss) and loss.item() == pytest.approx(probe.last_loss, rel=1e-5)
+
+
+def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_the_probe(
+        tiny_tokenizer):
+    train = _train_embedded()
+    rows, features = train.mention_rows(random.Random(3), 40, tiny_tokenizer)
+    labels = []
+    for (ids, lm_labels), targets in zip(rows, features, strict=True):
+        assert all(t == -100 for t in lm_labels) and len(targets) == len(ids)
+        assert all(t[WORDS] == t[NOT_CAPS] == IGNORE for t in targets)
+        text = tiny_tokenizer.decode(ids)
+        answer = text.split("<|start_of_role|>assistant<|end_of_role|>")[1].split(
+            "<|end_of_text|>")[0]
+        question = text.rindex("<|start_of_role|>user")
+        for m in re.finditer(r"\w+", text[question:]):
+            at = _token_at(tiny_tokenizer, text, question + m.end() - 1)
+            if m.group() in ("start_of_role", "user", "end_of_role", "end_of_text"):
+                continue
+            assert targets[at][MENTIONED] == int(S.mentions(answer, m.group())), m.group()
+            assert targets[at][WORD] == IDENTITIES.index(m.group().lower())
+            labels.append(targets[at][MENTIONED])
+    assert 0.3 < sum(labels) / len(labels) < 0.7  # balanced, unlike the words of real turns
