@@ -132,7 +132,7 @@ class Config:
     # with the probe: after every copy batch, a batch of mention_rows (synthetic.mention_drill)
     # whose probe loss (mentioned, role, word) is weighted by mention_weight. Off: not yet
     # tried in a full run (issue 5 notes: a continuation of the shipped base made "mentioned"
-    # decodable at the requirement word, 61.5 -> 82.5 %, but an aLoRA on it stayed at chance).
+    # decodable at the requirement word, 61-67 -> 85 %, but an aLoRA on it stayed at chance).
     mention_batch: int = 0
     mention_weight: float = 1.0
     # Families asked about per self-check answer, one turn each (more labels per token; later
