@@ -56,11 +56,12 @@ IGNORE = -100
 
 _ASSISTANT = f"{START_OF_ROLE}assistant{END_OF_ROLE}"
 # Role headers, end of text and markup are no words of any turn ("start_of_role", "user").
-_CONTROL = re.compile("|".join(
-    [rf"{re.escape(START_OF_ROLE)}\w*{re.escape(END_OF_ROLE)}"]
-    + [re.escape(t) for t in (END_OF_TEXT, *MARKUP_TOKENS)]))
-_WORD = re.compile(r"\w+")
 _HEADER = re.compile(rf"{re.escape(START_OF_ROLE)}(\w*){re.escape(END_OF_ROLE)}")
+_CONTROL = re.compile("|".join(
+    [_HEADER.pattern] + [re.escape(t) for t in (END_OF_TEXT, *MARKUP_TOKENS)]))
+_WORD = re.compile(r"\w+")
+_TURN_BLANK = [IGNORE] * FEATURES.index("role")
+"""The targets about the latest answer, where a token has no answer to describe."""
 
 
 def _turns(text: str) -> list[tuple[int, int, int]]:
@@ -106,7 +107,7 @@ def feature_targets(tokenizer: Any, text: str) -> tuple[list[int], list[list[int
         everywhere = [headers[header][1] if header >= 0 else IGNORE,
                       _IDENTITY.get(word.group().lower(), IGNORE) if word else IGNORE]
         if turn < 0 or s < turns[turn][1]:
-            targets.append([IGNORE] * 3 + everywhere)
+            targets.append(_TURN_BLANK + everywhere)
             continue
         _, start, end = turns[turn]
         prefix = text[start:min(e, end)]
