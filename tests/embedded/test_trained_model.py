@@ -81,14 +81,30 @@ def test_shipped_files_fit_the_size_budget():
 
 
 async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded):
-    """The intrinsic's adapter (the aLoRA). The plain LoRA, shipped for comparisons, scores
-    higher over all_caps in embedded.json yet fails this one: it scores the capitals 0.15."""
+    """The intrinsic's adapter (the aLoRA)."""
     requirement = ["The response is written in all capital letters."]
     [caps] = await _scores(embedded, _chat("THE CAPITAL OF FRANCE IS PARIS."), requirement,
                            kind="alora")
     [lower] = await _scores(embedded, _chat("the capital of france is paris."), requirement,
                             kind="alora")
     assert caps > 0.5 > lower, (caps, lower)
+
+
+async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
+    """Whole word, any case.
+
+    Before the base learned to look words up (``mention_batch``), every one of these scored
+    0.4-0.5. It holds on answers shaped like the check data; on the demo's own answer ("The
+    capital of France is Paris.") "mentions Paris" still scores 0.50, a miss (issue 5 notes)."""
+    requirement = ["The response mentions river."]
+    question = "Tell me about the hill."
+    [said] = await _scores(embedded, _chat("Green river near the farm.", question), requirement,
+                           kind="alora")
+    [cased] = await _scores(embedded, _chat("The River is cold.", question), requirement,
+                            kind="alora")
+    [absent] = await _scores(embedded, _chat("Green hill near the farm.", question), requirement,
+                             kind="alora")
+    assert min(said, cased) > 0.5 > absent, (said, cased, absent)
 
 
 async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
@@ -106,8 +122,8 @@ async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
 async def test_a_held_out_sample_is_well_above_chance(embedded):
     """60 fresh checks (10 per family): a regression to chance (50 %) cannot pass 75 %.
 
-    The shipped aLoRA scores ~90 % on average over the families (embedded.json), short of the
-    95 % target; this guards what it does reach.
+    The shipped aLoRA scores ~96 % on average over the families (embedded.json), short of the
+    95 % target on some; this guards what it does reach.
     """
     examples = S.check_examples(random.Random(424_242), 10)
     right = 0
