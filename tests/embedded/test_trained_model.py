@@ -93,9 +93,10 @@ async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded
 async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
     """Whole word, any case.
 
-    Before the base learned to look words up (``mention_batch``), every one of these scored
-    0.4-0.5. It holds on answers shaped like the check data; on the demo's own answer ("The
-    capital of France is Paris.") "mentions Paris" still scores 0.50, a miss (issue 5 notes)."""
+    Before the base learned to look words up (``mention_batch``), all three scored 0.58-0.61:
+    the check could not tell them apart. It holds on answers shaped like the check data; on
+    the demo's own answer ("The capital of France is Paris.") "mentions Paris" still scores
+    0.50, a miss (issue 5 notes)."""
     requirement = ["The response mentions river."]
     question = "Tell me about the hill."
     [said] = await _scores(embedded, _chat("Green river near the farm.", question), requirement,
