@@ -8,8 +8,9 @@ requirement-check intrinsic (``check_outputs``: fast path, KV reuse for the aLoR
 ``mellea_local.react.react`` with the built-in calculator and lookup tools. Held-out data comes
 from the training distribution with seeds the training script never uses:
 
-- checks, per adapter and family, on responses built only from training words and on
-  responses holding words never seen in training (``synthetic.UNSEEN_WORDS``);
+- checks, per adapter and family, on responses built only from training words, on
+  responses holding words never seen in training (``synthetic.UNSEEN_WORDS``), and on chat
+  answers like the ones the base writes (``synthetic.chat_check_examples``);
 - ReACT: the first turn's tool call (right tool, exact arguments) and whole tasks solved (the
   final answer equals the tool-derived truth), for calculator and lookup tasks.
 """
@@ -45,6 +46,9 @@ from mellea_local.options import ModelOption  # noqa: E402
 from mellea_local.requirements.requirement import requirement_check_score  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "embedded.json"
+VOCABULARIES = ("train", "unseen", "chat")
+"""Responses of training words, with unseen words, and chat answers of the kind the base
+writes (``synthetic.chat_check_examples``: sentences, sums, JSON, not bags of words)."""
 CHECK_SEED = 9_000  # training uses seeds < 100
 REACT_SEED = 9_500
 
@@ -55,9 +59,10 @@ async def check_accuracy(backend: LocalHFBackend, n: int) -> dict[str, Any]:
     for name, adapter in sorted(backend.adapters.items()):
         kind = "alora" if adapter.is_alora else "lora"
         out[kind] = {}
-        for v, vocab in enumerate(("train", "unseen")):
+        for v, vocab in enumerate(VOCABULARIES):
             rng = random.Random(CHECK_SEED + 10 * v)
-            examples = S.check_examples(rng, n, vocab=vocab)  # type: ignore[arg-type]
+            examples = (S.chat_check_examples(rng, n) if vocab == "chat"
+                        else S.check_examples(rng, n, vocab=vocab))  # type: ignore[arg-type]
             right: dict[str, list[bool]] = {f: [] for f in S.FAMILIES}
             t0 = time.perf_counter()
             for ex in examples:
@@ -141,7 +146,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = ["| adapter | vocabulary | " + " | ".join(S.FAMILIES) + " | mean |",
              "|---|---|" + "---|" * (len(S.FAMILIES) + 1)]
     for kind in ("alora", "lora"):
-        for vocab in ("train", "unseen"):
+        for vocab in VOCABULARIES:
             cell = checks.get(kind, {}).get(vocab)
             if cell:
                 lines.append(f"| {kind} | {vocab} | "

@@ -36,7 +36,7 @@ INSTRUCTION = "Tell me about the river."
 INSTRUCT_REQUIREMENT = "The response is at most 3 words long."
 # Sampling is seeded, so the attempts are the same on every run: with this seed the first sample
 # misses the requirement and a later one meets it (a test holds the shipped model to that).
-INSTRUCT_OPTIONS = {ModelOption.TEMPERATURE: 0.7, ModelOption.SEED: 22,
+INSTRUCT_OPTIONS = {ModelOption.TEMPERATURE: 0.7, ModelOption.SEED: 15,
                     ModelOption.MAX_NEW_TOKENS: 32}
 
 

@@ -10,7 +10,9 @@ token after an assistant turn starts, what the checks ask about that turn so far
 - ``words``: its whitespace-separated word count (``synthetic.word_count``), capped;
 - ``not_caps``: whether it is *not* all capitals (``synthetic.is_all_caps``);
 - ``mentioned``: at the last token of each word, whether the turn (up to that word, or whole
-  once the turn has ended) holds that word, whole and case-insensitive (``synthetic.mentions``).
+  once the turn has ended) holds that word, whole and case-insensitive (``synthetic.mentions``);
+- ``depth``: how many JSON brackets the turn has left open so far (outside strings), capped:
+  most near-miss JSON an earlier aLoRA called valid was one closing bracket short.
 
 Two more targets cover every token of the text, because "mentioned" is a look-up that a
 small model only learns once its parts are given: the ``role`` of the turn a token is in
@@ -42,9 +44,11 @@ from .tokenizer import (
     THINK_OPEN,
 )
 
-FEATURES = ("words", "not_caps", "mentioned", "role", "word")
+FEATURES = ("words", "not_caps", "mentioned", "depth", "role", "word")
 WORD_CLASSES = 16
 """``words`` is a class in 0..15 (15 = "15 or more"): checks ask about at most 12 words."""
+DEPTH_CLASSES = 4
+"""``depth`` is a class in 0..3 (3 = "3 or more"; more closers than openers count as 0)."""
 ROLES = ("system", "available_tools", "user", "assistant", "tool_response")
 """The chat template's turn headers; a token under any other header gets no ``role``."""
 IDENTITIES: tuple[str, ...] = tuple(dict.fromkeys(
@@ -52,7 +56,7 @@ IDENTITIES: tuple[str, ...] = tuple(dict.fromkeys(
     + [part.lower() for place in PLACES for part in re.findall(r"\w+", place)]))
 """The lower-cased training words the ``word`` target names (never the held-out unseen ones)."""
 _IDENTITY = {w: i for i, w in enumerate(IDENTITIES)}
-CLASSES = (WORD_CLASSES, 2, 2, len(ROLES), len(IDENTITIES))
+CLASSES = (WORD_CLASSES, 2, 2, DEPTH_CLASSES, len(ROLES), len(IDENTITIES))
 """Probe outputs per feature, in ``FEATURES`` order."""
 IGNORE = -100
 
@@ -64,6 +68,24 @@ _CONTROL = re.compile("|".join(
 _WORD = re.compile(r"\w+")
 _TURN_BLANK = [IGNORE] * FEATURES.index("role")
 """The targets about the latest answer, where a token has no answer to describe."""
+
+
+def json_depth(text: str) -> int:
+    """Brackets ``[`` and ``{`` opened and not yet closed, skipping string contents."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif in_string:
+            escaped = ch == "\\"
+            in_string = ch != '"'
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return depth
 
 
 def _turns(text: str) -> list[tuple[int, int, int]]:
@@ -118,5 +140,6 @@ def feature_targets(tokenizer: Any, text: str) -> tuple[list[int], list[list[int
             seen = text[start:min(word.start(), end)]
             mentioned = int(word.group().lower() in {w.lower() for w in _WORD.findall(seen)})
         targets.append([min(word_count(prefix), WORD_CLASSES - 1),
-                        int(not is_all_caps(prefix)), mentioned, *everywhere])
+                        int(not is_all_caps(prefix)), mentioned,
+                        max(0, min(json_depth(prefix), DEPTH_CLASSES - 1)), *everywhere])
     return ids, targets

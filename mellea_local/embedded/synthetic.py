@@ -562,6 +562,55 @@ def chat_example(rng: random.Random, *, thinking_rate: float = 0.3) -> ChatExamp
     return ChatExample(messages)
 
 
+def _chat_slots(
+    rng: random.Random, family: str, label: bool, messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Slots for checking ``messages``' last answer against ``family``, aiming at ``label``.
+
+    A "mentions" negative names a word of the question or the thinking half the time: the
+    near miss a chat offers and a bag of words does not (the check must read the answer, not
+    the whole conversation)."""
+    response = str(messages[-1]["content"])
+    if family == "mentions":
+        if label:
+            said = re.findall(r"[A-Za-z]+", response)
+            word = rng.choice([w for w in said if len(w) > 2] or said or ["none"])
+        else:
+            around = " ".join(f"{m.get('content', '')} {m.get('reasoning_content', '')}"
+                              for m in messages)
+            near = [w for w in re.findall(r"[A-Za-z]{3,}", around)
+                    if not mentions(response, w)]
+            word = rng.choice(near) if near and rng.random() < 0.5 else (
+                rng.choice(PLACES) if rng.random() < 0.2 else rng.choice(VOCAB))
+        return {"word": word if word in PLACES else word.lower()}
+    if family == "max_words":
+        count = word_count(response)
+        n = count + rng.choice((0, 0, 1, 2)) if label else count - rng.choice((1, 1, 2, 3))
+        return {"n": max(1, min(MAX_WORDS_N, n))}
+    return {}
+
+
+def chat_check_example(rng: random.Random, family: str, label: bool) -> CheckExample:
+    """A check on an answer of the kind the base writes (``chat_example``), not a bag of
+    words: capitals, sums, repeated text, JSON, some with thinking. Redrawn until the
+    family's predicate gives ``label``."""
+    for _ in range(500):
+        messages = chat_example(rng).messages
+        slots = _chat_slots(rng, family, label, messages)
+        if PREDICATES[family](str(messages[-1]["content"]), slots) == label:
+            return CheckExample(family, requirement_for(family, **slots), messages, label, slots)
+    raise RuntimeError(  # pragma: no cover - every family hits its label within a few draws
+        f"could not draw a chat answer for {family} with label {label}")
+
+
+def chat_check_examples(rng: random.Random, n_per_family: int) -> list[CheckExample]:
+    """``n_per_family`` chat-answer checks per family, half passing, shuffled."""
+    out = [chat_check_example(rng, family, i % 2 == 0)
+           for family in FAMILIES for i in range(n_per_family)]
+    rng.shuffle(out)
+    return out
+
+
 # ----- self-checks: the base learns to see the form of its answers ----------------------------
 
 # Phrased unlike the requirement texts: the base learns the concepts, the adapters the intrinsic.
@@ -645,10 +694,16 @@ def mention_drill(rng: random.Random) -> ChatExample:
     these (every other step, 1500 steps) made "mentioned" at a check's requirement word
     linearly decodable from layer 2 on (a fresh probe: 61-67 % before, 85 % after); in the
     shipped recipe (``mention_batch``) they took aLoRA "mentions" from 52.5 to 96 % (issue 5
-    notes).
+    notes). Half the drills are mostly in capitals: the answer's running word count and
+    "all capitals so far" are probe targets too, and capitals with one other word are where
+    the all_caps and max_words checks failed (aLoRA all_caps 91 -> 99.5 %).
     """
 
+    shout = rng.random() < 0.5  # mostly capitals: one other word is what all_caps misses
+
     def cased(word: str) -> str:
+        if shout and rng.random() < 0.8:
+            return word.upper()
         r = rng.random()
         return word if r < 0.4 else word.capitalize() if r < 0.7 else word.upper()
 

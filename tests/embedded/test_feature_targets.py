@@ -13,17 +13,19 @@ import torch
 from mellea_local.embedded import synthetic as S
 from mellea_local.embedded.feature_targets import (
     CLASSES,
+    DEPTH_CLASSES,
     FEATURES,
     IDENTITIES,
     IGNORE,
     ROLES,
     WORD_CLASSES,
     feature_targets,
+    json_depth,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS, NOT_CAPS, MENTIONED, ROLE, WORD = (
-    FEATURES.index(f) for f in ("words", "not_caps", "mentioned", "role", "word"))
+WORDS, NOT_CAPS, MENTIONED, DEPTH, ROLE, WORD = (
+    FEATURES.index(f) for f in ("words", "not_caps", "mentioned", "depth", "role", "word"))
 TURN = slice(0, ROLE)  # the targets about the latest answer
 
 
@@ -47,14 +49,14 @@ def test_targets_follow_one_answer_and_the_question_after_it(tiny_tokenizer):
     assert len(targets) == len(ids)
     answer = text.index("RIGHT")
     before = _token_at(tiny_tokenizer, text, answer)
-    assert all(t[TURN] == [IGNORE] * 3 for t in targets[:before])
+    assert all(t[TURN] == [IGNORE] * 4 for t in targets[:before])
     # " TAKING" is the answer's second word, still all capitals (targets on its last token)
     taking = targets[_token_at(tiny_tokenizer, text, text.index("TAKING") + 5)]
     assert taking[WORDS] == 2 and taking[NOT_CAPS] == 0 and taking[MENTIONED] == 0
     question = text.index("Did")
     back = targets[_token_at(tiny_tokenizer, text, text.index("back", question) + 3)]
     river = targets[_token_at(tiny_tokenizer, text, text.index("river", question) + 4)]
-    assert back[TURN] == [3, 0, 1]  # in the answer, whatever its case
+    assert back[TURN] == [3, 0, 1, 0]  # in the answer, whatever its case
     assert river[MENTIONED] == 0  # the user said it, the answer did not
     assert targets[-1][:2] == [3, 0]
 
@@ -66,12 +68,12 @@ def test_thinking_is_no_part_of_the_answer(tiny_tokenizer):
     ])
     _, targets = feature_targets(tiny_tokenizer, text)
     thought = _token_at(tiny_tokenizer, text, text.index("say hello"))
-    assert targets[thought][TURN] == [IGNORE] * 3
+    assert targets[thought][TURN] == [IGNORE] * 4
     assert targets[thought][ROLE] == ROLES.index("assistant")
     assert targets[-1][:2] == [2, 0]
 
 
-@pytest.mark.parametrize("family", ["all_caps", "mentions", "max_words"])
+@pytest.mark.parametrize("family", ["all_caps", "mentions", "max_words", "json"])
 def test_targets_at_the_check_prompt_equal_the_check_labels(tiny_tokenizer, family):
     """After the requirement turn the probe is asked exactly what the check's label answers."""
     rng = random.Random(11)
@@ -82,6 +84,7 @@ def test_targets_at_the_check_prompt_equal_the_check_labels(tiny_tokenizer, fami
         last = targets[-1]
         assert last[WORDS] == min(S.word_count(ex.response), WORD_CLASSES - 1)
         assert last[NOT_CAPS] == int(not S.is_all_caps(ex.response))
+        assert last[DEPTH] == max(0, min(json_depth(ex.response), DEPTH_CLASSES - 1))
         if family == "mentions":
             word = ex.slots["word"]
             at = text.rindex(f"mentions {word}") + len("mentions ") + len(word) - 1
@@ -176,13 +179,16 @@ def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_t
         tiny_tokenizer):
     train = _train_embedded()
     rows, features = train.mention_rows(random.Random(3), 40, tiny_tokenizer)
-    labels = []
+    labels, shouted = [], []
     for (ids, lm_labels), targets in zip(rows, features, strict=True):
         assert all(t == -100 for t in lm_labels) and len(targets) == len(ids)
-        assert all(t[WORDS] == t[NOT_CAPS] == IGNORE for t in targets)
         text = tiny_tokenizer.decode(ids)
         answer = text.split("<|start_of_role|>assistant<|end_of_role|>")[1].split(
             "<|end_of_text|>")[0]
+        end = targets[_token_at(tiny_tokenizer, text, text.index(answer) + len(answer) - 1)]
+        assert end[WORDS] == S.word_count(answer)
+        assert end[NOT_CAPS] == int(not S.is_all_caps(answer))
+        shouted.append(sum(not w.isupper() for w in answer.split()))
         question = text.rindex("<|start_of_role|>user")
         for m in re.finditer(r"\w+", text[question:]):
             at = _token_at(tiny_tokenizer, text, question + m.end() - 1)
@@ -192,3 +198,12 @@ def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_t
             assert targets[at][WORD] == IDENTITIES.index(m.group().lower())
             labels.append(targets[at][MENTIONED])
     assert 0.3 < sum(labels) / len(labels) < 0.7  # balanced, unlike the words of real turns
+    # the case and count targets see all-caps answers and the near misses beside them
+    assert shouted.count(0) >= 4 and shouted.count(1) >= 4, shouted
+
+
+def test_json_depth_counts_open_brackets_outside_strings():
+    assert json_depth('{"a": [1, {"b": 2}]}') == 0
+    assert json_depth('{"a": [1, {"b": 2}') == 2
+    assert json_depth('["]", "{\\"", {"x": "}"') == 2
+    assert json_depth("plain words.") == 0

@@ -47,6 +47,21 @@ def test_check_examples_are_balanced_and_labelled_by_the_predicates(vocab):
                 assert S.has_unseen_word(e.response)
 
 
+def test_chat_checks_are_balanced_and_ask_about_words_of_the_question_too():
+    """Checks on chat answers: the predicate's label, and "mentions" near misses."""
+    examples = S.chat_check_examples(random.Random(7), 40)
+    near = 0
+    for family in S.FAMILIES:
+        mine = [e for e in examples if e.family == family]
+        assert sum(e.label for e in mine) == 20
+        for e in mine:
+            assert S.PREDICATES[family](e.response, e.slots) == e.label
+            assert e.requirement == S.requirement_for(family, **e.slots)
+            if family == "mentions" and not e.label:
+                near += S.mentions(e.messages[-2]["content"], e.slots["word"])
+    assert near >= 5  # the question says the word, the answer does not
+
+
 def test_unseen_words_never_occur_in_the_tokenizer_corpus_or_training_words():
     corpus = set(re.findall(r"[a-z]+", " ".join(corpus_lines()).lower()))
     assert not set(S.UNSEEN_WORDS) & corpus
