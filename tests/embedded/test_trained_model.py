@@ -96,7 +96,8 @@ async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
     The shipped aLoRA is right on ~90 % of held-out "mentions" checks (embedded.json), and
     on these ten it misses two: "The River is cold." (0.11; "Green River near the farm."
     passes) and "THE HILL IS COLD." (0.53). Before the base learned to look words up
-    (``mention_batch``) every answer here scored 0.58-0.61, five wrong. Since the adapters
+    (``mention_batch``) the three answers this test then held (the first of each list and
+    "The River is cold.") all scored 0.58-0.61. Since the adapters
     also train on chat answers (``adapter_chat_share``) the demo's own answer passes and a
     word only the question says fails (the previous adapters: 0.50 on the demo's answer)."""
     requirement = ["The response mentions river."]
