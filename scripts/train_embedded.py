@@ -750,6 +750,27 @@ def save_adapter(cfg: Config, model: Any, base: Any, tok: Any, out: Path, *,
     shutil.copyfile(REQUIREMENT_CHECK_IO_YAML, out / "io.yaml")
 
 
+def adopt_base(source: Path, weights: Path, config: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Copy a base trained by an earlier run to ``weights`` and merge its training record.
+
+    Adapters are only valid on the base they were trained on, so a run that reuses a base
+    ships that base beside them, and its training.json keeps the base's own statistics and
+    base-model settings (the ``adapter_*`` settings are this run's): a split run leaves the
+    same record as an end-to-end one. Returns the merged config and the base statistics.
+    """
+    record_file = source / "training.json"
+    earlier = json.loads(record_file.read_text()) if record_file.exists() else {}
+    if weights.resolve() != source.resolve():
+        if weights.exists():
+            shutil.rmtree(weights)
+        shutil.copytree(source, weights, ignore=shutil.ignore_patterns("training.json"))
+    base_config = {k: v for k, v in earlier.get("config", {}).items()
+                   if not k.startswith("adapter_") and k != "threads"}
+    stats = {**earlier.get("base", {}), "loaded_from": str(source)}
+    return {**config, **base_config}, stats
+
+
 # ----- main ------------------------------------------------------------------------------------
 
 
@@ -762,10 +783,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="adapter folder (gets alora/ and lora/)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--base-from", type=Path, default=None,
-                        help="experiments: load this trained base instead of training one")
+                        help="reuse this trained base instead of training one (copied to "
+                        "--weights with its training record, beside the new adapters)")
     parser.add_argument("--kinds", nargs="*", default=["alora", "lora"])
     parser.add_argument("--eval-every", type=int, default=0)
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="FIELD=VALUE",
                         help="override Config fields (experiments)")
     args = parser.parse_args(argv)
 
@@ -787,11 +809,13 @@ def main(argv: list[str] | None = None) -> None:
     log(f"config: {asdict(cfg)}")
 
     tok = build_tokenizer()
+    config = asdict(cfg)
     if args.base_from:
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(args.base_from).eval()
-        base_stats: dict[str, Any] = {"loaded_from": str(args.base_from)}
+        config, base_stats = adopt_base(args.base_from, weights, config)
+        log(f"copied the base from {args.base_from} to {weights}")
     else:
         base, base_stats = train_base(cfg, tok)
         base.config._name_or_path = BASE_NAME
@@ -821,11 +845,10 @@ def main(argv: list[str] | None = None) -> None:
         log(f"saved the {kind} adapter to {adapters / kind}")
 
     total = round(time.perf_counter() - t0, 1)
-    info = {"base_model": BASE_NAME, "config": asdict(cfg), "base": base_stats,
+    info = {"base_model": BASE_NAME, "config": config, "base": base_stats,
             "adapters": adapter_stats, "wall_seconds": total,
             "torch": torch.__version__, "threads": cfg.threads}
-    if not args.base_from:
-        (weights / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+    (weights / "training.json").write_text(json.dumps(info, indent=2) + "\n")
     log(f"done in {total:.0f}s")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -130,25 +129,17 @@ def test_word_echo_lists_exactly_the_asked_words_the_answer_holds():
         assert reply == (", ".join(said) if said else "None") + "."
 
 
-def _train_embedded():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import train_embedded
-
-    return train_embedded
-
-
 def test_probe_loss_reads_only_positions_with_targets_and_adds_to_the_lm_loss(
-        tiny_model, tiny_tokenizer):
-    train = _train_embedded()
+        tiny_model, tiny_tokenizer, train_script):
     example = S.self_check_example(random.Random(2))
-    row = train.encode_chat(tiny_tokenizer, example)
+    row = train_script.encode_chat(tiny_tokenizer, example)
     _, targets = feature_targets(tiny_tokenizer, _render(tiny_tokenizer, example.messages))
     torch.manual_seed(0)
-    probe = train.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=0.5)
+    probe = train_script.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=0.5)
     pad = tiny_tokenizer.pad_token_id
     with torch.no_grad():
-        plain = train.lm_loss(tiny_model, [row], pad)
-        both = train.lm_loss(tiny_model, [row], pad, probe=probe, features=[targets])
+        plain = train_script.lm_loss(tiny_model, [row], pad)
+        both = train_script.lm_loss(tiny_model, [row], pad, probe=probe, features=[targets])
         hidden = tiny_model.model(input_ids=torch.tensor([row[0]]),
                                   output_hidden_states=True).hidden_states[1]
         alone = probe.loss(hidden, torch.tensor([targets]))
@@ -159,26 +150,24 @@ def test_probe_loss_reads_only_positions_with_targets_and_adds_to_the_lm_loss(
 
 
 def test_seen_rows_label_every_token_seen_before_and_train_only_the_probe(
-        tiny_model, tiny_tokenizer):
-    train = _train_embedded()
-    rows, features = train.seen_rows(random.Random(0), 4, len(tiny_tokenizer))
+        tiny_model, tiny_tokenizer, train_script):
+    rows, features = train_script.seen_rows(random.Random(0), 4, len(tiny_tokenizer))
     for (ids, labels), targets in zip(rows, features, strict=True):
         assert all(t == -100 for t in labels)
         assert [t[MENTIONED] for t in targets] == [int(t in ids[:i]) for i, t in enumerate(ids)]
         assert all(t[WORDS] == t[NOT_CAPS] == IGNORE for t in targets)
         assert 0 < sum(t[MENTIONED] for t in targets) < len(ids)
     torch.manual_seed(0)
-    probe = train.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=1.0)
+    probe = train_script.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=1.0)
     with torch.no_grad():
-        loss = train.lm_loss(tiny_model, rows, tiny_tokenizer.pad_token_id, probe=probe,
+        loss = train_script.lm_loss(tiny_model, rows, tiny_tokenizer.pad_token_id, probe=probe,
                              features=features)
     assert torch.isfinite(loss) and loss.item() == pytest.approx(probe.last_loss, rel=1e-5)
 
 
 def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_the_probe(
-        tiny_tokenizer):
-    train = _train_embedded()
-    rows, features = train.mention_rows(random.Random(3), 40, tiny_tokenizer)
+        tiny_tokenizer, train_script):
+    rows, features = train_script.mention_rows(random.Random(3), 40, tiny_tokenizer)
     labels, shouted = [], []
     for (ids, lm_labels), targets in zip(rows, features, strict=True):
         assert all(t == -100 for t in lm_labels) and len(targets) == len(ids)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -240,20 +241,69 @@ async def test_rejection_sampling_replaces_a_failing_first_sample(embedded):
     assert result.attempts[-1].validations[0].score > 0.5 > first.validations[0].score
 
 
+TINY_RUN = ["copy_steps=2", "hidden_size=32", "num_layers=1", "num_heads=2", "num_kv_heads=1",
+            "intermediate_size=64", "base_steps=3", "chat_examples=60", "react_examples=6",
+            "self_check_examples=60", "echo_examples=20", "feature_layer=1", "adapter_steps=3",
+            "adapter_batch=4", "adapter_rank=2"]
+
+
+def _train(out: Path, *extra: str) -> None:
+    """A tiny run of the real training script into ``out/base`` and ``out/adapters``."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train_embedded.py"), "--weights",
+         str(out / "base"), "--adapters", str(out / "adapters"), *extra, "--set", *TINY_RUN],
+        check=True, capture_output=True, timeout=600)
+
+
 @pytest.mark.slow
 def test_training_is_deterministic(tmp_path):
     """Two tiny runs of the real training script write byte-identical weights."""
-    tiny = ["--set", "hidden_size=32", "num_layers=1", "num_heads=2", "num_kv_heads=1",
-            "intermediate_size=64", "base_steps=3", "chat_examples=60", "react_examples=6",
-            "adapter_steps=3", "adapter_batch=4", "adapter_rank=2"]
     digests = []
     for run in ("a", "b"):
-        out = tmp_path / run
-        subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "train_embedded.py"), "--weights",
-             str(out / "base"), "--adapters", str(out / "adapters"), *tiny],
-            check=True, capture_output=True, timeout=600)
-        digests.append([(out / p).read_bytes() for p in (
+        _train(tmp_path / run)
+        digests.append([(tmp_path / run / p).read_bytes() for p in (
             "base/model.safetensors", "adapters/alora/adapter_model.safetensors",
             "adapters/lora/adapter_model.safetensors")])
     assert digests[0] == digests[1]
+
+
+@pytest.mark.slow
+def test_a_run_on_an_earlier_base_ships_that_base_with_the_whole_training_record(tmp_path):
+    """``--base-from``: the adapters' base lands beside them, byte for byte, and training.json
+    keeps the base's statistics and settings with this run's adapter settings."""
+    _train(tmp_path / "a", "--kinds")
+    _train(tmp_path / "b", "--base-from", str(tmp_path / "a" / "base"), "--kinds", "alora",
+           "--set", "adapter_lr=0.001", "base_steps=99")
+    first, split = (tmp_path / run / "base" for run in ("a", "b"))
+    assert (split / "model.safetensors").read_bytes() == (first / "model.safetensors").read_bytes()
+    earlier = json.loads((first / "training.json").read_text())
+    record = json.loads((split / "training.json").read_text())
+    assert record["base"] == {**earlier["base"], "loaded_from": str(first)}
+    assert record["config"]["base_steps"] == 3 and record["config"]["adapter_lr"] == 0.001
+    assert sorted(record["adapters"]) == ["alora"]
+    assert (tmp_path / "b" / "adapters" / "alora" / "adapter_model.safetensors").exists()
+
+
+def test_adopting_an_earlier_base_copies_it_and_keeps_its_record(
+        tiny_model_dir, train_script, tmp_path):
+    """The merge behind ``--base-from``, on a real saved model: the base's bytes, its
+    statistics and its settings survive; ``adapter_*`` settings are the new run's."""
+    source = tmp_path / "earlier"
+    shutil.copytree(tiny_model_dir, source)
+    (source / "training.json").write_text(json.dumps({
+        "config": {"base_steps": 7000, "adapter_lr": 0.5, "threads": 1},
+        "base": {"seconds": 12.5, "steps": 7000}}))
+    target = tmp_path / "shipped"
+    target.mkdir()
+    (target / "stale.bin").write_bytes(b"from another base")
+    config, stats = train_script.adopt_base(
+        source, target, {"base_steps": 3, "adapter_lr": 0.002, "threads": 2})
+    assert config == {"base_steps": 7000, "adapter_lr": 0.002, "threads": 2}
+    assert stats == {"seconds": 12.5, "steps": 7000, "loaded_from": str(source)}
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        p.name for p in tiny_model_dir.iterdir())
+    assert ((target / "model.safetensors").read_bytes()
+            == (tiny_model_dir / "model.safetensors").read_bytes())
+    # a base with no record (trained elsewhere) is adopted with what is known: its source
+    assert train_script.adopt_base(tiny_model_dir, tmp_path / "bare", {"threads": 2}) == (
+        {"threads": 2}, {"loaded_from": str(tiny_model_dir)})

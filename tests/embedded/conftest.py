@@ -1,0 +1,19 @@
+"""Fixtures for the embedded-model tests."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture(scope="session")
+def train_script() -> ModuleType:
+    """``scripts/train_embedded.py`` as a module: its helpers are tested on their own."""
+    sys.path.insert(0, str(SCRIPTS))
+    return importlib.import_module("train_embedded")
