@@ -49,15 +49,19 @@ RESULTS = ROOT / "benchmarks" / "results" / "embedded.json"
 VOCABULARIES = ("train", "unseen", "chat")
 """Responses of training words, with unseen words, and chat answers of the kind the base
 writes (``synthetic.chat_check_examples``: sentences, sums, JSON, not bags of words)."""
+KINDS = ("alora", "lora")
 CHECK_SEED = 9_000  # training uses seeds < 100
 REACT_SEED = 9_500
 
 
-async def check_accuracy(backend: LocalHFBackend, n: int) -> dict[str, Any]:
+async def check_accuracy(backend: LocalHFBackend, n: int,
+                         kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
     """``{adapter: {vocab: {family: accuracy}}}`` on ``n`` balanced examples per cell."""
     out: dict[str, Any] = {}
     for name, adapter in sorted(backend.adapters.items()):
         kind = "alora" if adapter.is_alora else "lora"
+        if kind not in kinds:
+            continue
         out[kind] = {}
         for v, vocab in enumerate(VOCABULARIES):
             rng = random.Random(CHECK_SEED + 10 * v)
@@ -122,7 +126,8 @@ async def react_accuracy(backend: LocalHFBackend, n: int, *, thinking: bool) -> 
     return out
 
 
-def load_time(weights: Path | None, adapters: Path | None) -> tuple[LocalHFBackend, float]:
+def load_time(weights: Path | None, adapters: Path | None,
+              kinds: tuple[str, ...] = KINDS) -> tuple[LocalHFBackend, float]:
     """The backend and the seconds its loading took (library imports excluded: paid once)."""
     import peft  # noqa: F401
 
@@ -132,8 +137,9 @@ def load_time(weights: Path | None, adapters: Path | None) -> tuple[LocalHFBacke
     else:
         backend = LocalHFBackend(weights, device="cpu", dtype="float32")
         root = adapters or weights.parent / "adapters"
-        backend.add_adapter("requirement-check", roots=[root])
-        backend.add_adapter(root / "requirement-check" / weights.name / "lora")
+        folder = root / "requirement-check" / weights.name
+        for kind in kinds:
+            backend.add_adapter(folder / kind)
     return backend, time.perf_counter() - t0
 
 
@@ -162,7 +168,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
-    backend, seconds = load_time(args.weights, args.adapters)
+    kinds = tuple(args.kinds)
+    backend, seconds = load_time(args.weights, args.adapters, kinds)
     weights = args.weights or Path(backend.model_id)
     print(f"loaded {backend.model_id} with {sorted(backend.adapters)} in {seconds:.2f}s",
           flush=True)
@@ -180,7 +187,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                      "check_seed": CHECK_SEED, "react_seed": REACT_SEED},
     }
     print("requirement checks:", flush=True)
-    results["requirement_check"] = await check_accuracy(backend, args.n)
+    results["requirement_check"] = await check_accuracy(backend, args.n, kinds)
     results["react"] = {}
     if args.react:
         for thinking in (False, True) if args.thinking else (False,):
@@ -200,6 +207,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="experiments: a base folder instead of the shipped one")
     parser.add_argument("--adapters", type=Path, default=None,
                         help="experiments: the adapter library root for --weights")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                        help="adapters to evaluate (an experiment may train only one)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     results = asyncio.run(main_async(args))

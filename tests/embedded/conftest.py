@@ -16,4 +16,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 def train_script() -> ModuleType:
     """``scripts/train_embedded.py`` as a module: its helpers are tested on their own."""
     sys.path.insert(0, str(SCRIPTS))
-    return importlib.import_module("train_embedded")
+    try:
+        return importlib.import_module("train_embedded")
+    finally:
+        sys.path.remove(str(SCRIPTS))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,7 +21,6 @@ from mellea_local.embedded.feature_targets import (
     json_depth,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 WORDS, NOT_CAPS, MENTIONED, DEPTH, ROLE, WORD = (
     FEATURES.index(f) for f in ("words", "not_caps", "mentioned", "depth", "role", "word"))
 TURN = slice(0, ROLE)  # the targets about the latest answer
