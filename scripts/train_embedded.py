@@ -765,9 +765,13 @@ def adopt_base(source: Path, weights: Path, config: dict[str, Any]
         if weights.exists():
             shutil.rmtree(weights)
         shutil.copytree(source, weights, ignore=shutil.ignore_patterns("training.json"))
-    base_config = {k: v for k, v in earlier.get("config", {}).items()
+        log(f"copied the base from {source} to {weights}")
+    earlier_config = earlier.get("config", {})
+    base_config = {k: v for k, v in earlier_config.items()
                    if not k.startswith("adapter_") and k != "threads"}
     stats = {**earlier.get("base", {}), "loaded_from": str(source)}
+    if "threads" in earlier_config:  # float reductions depend on it: part of reproducing
+        stats["threads"] = earlier_config["threads"]
     return {**config, **base_config}, stats
 
 
@@ -815,7 +819,6 @@ def main(argv: list[str] | None = None) -> None:
 
         base = AutoModelForCausalLM.from_pretrained(args.base_from).eval()
         config, base_stats = adopt_base(args.base_from, weights, config)
-        log(f"copied the base from {args.base_from} to {weights}")
     else:
         base, base_stats = train_base(cfg, tok)
         base.config._name_or_path = BASE_NAME

@@ -278,7 +278,7 @@ def test_a_run_on_an_earlier_base_ships_that_base_with_the_whole_training_record
     assert (split / "model.safetensors").read_bytes() == (first / "model.safetensors").read_bytes()
     earlier = json.loads((first / "training.json").read_text())
     record = json.loads((split / "training.json").read_text())
-    assert record["base"] == {**earlier["base"], "loaded_from": str(first)}
+    assert record["base"] == {**earlier["base"], "loaded_from": str(first), "threads": 2}
     assert record["config"]["base_steps"] == 3 and record["config"]["adapter_lr"] == 0.001
     assert sorted(record["adapters"]) == ["alora"]
     assert (tmp_path / "b" / "adapters" / "alora" / "adapter_model.safetensors").exists()
@@ -299,7 +299,7 @@ def test_adopting_an_earlier_base_copies_it_and_keeps_its_record(
     config, stats = train_script.adopt_base(
         source, target, {"base_steps": 3, "adapter_lr": 0.002, "threads": 2})
     assert config == {"base_steps": 7000, "adapter_lr": 0.002, "threads": 2}
-    assert stats == {"seconds": 12.5, "steps": 7000, "loaded_from": str(source)}
+    assert stats == {"seconds": 12.5, "steps": 7000, "loaded_from": str(source), "threads": 1}
     assert sorted(p.name for p in target.iterdir()) == sorted(
         p.name for p in tiny_model_dir.iterdir())
     assert ((target / "model.safetensors").read_bytes()
