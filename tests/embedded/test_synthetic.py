@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,9 +16,6 @@ import torch
 from mellea_local.embedded import build_tokenizer
 from mellea_local.embedded import synthetic as S
 from mellea_local.embedded.corpus import corpus_lines
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 
 def test_predicates_are_the_plain_python_truth():
@@ -124,26 +119,17 @@ def test_self_checks_ask_about_the_answer_and_answer_with_its_truth(questions):
     assert seen == set(S.FAMILIES)
 
 
-def _train_embedded():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_embedded
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return train_embedded
-
-
-def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(tiny_model, tiny_tokenizer):
+def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(
+        tiny_model, tiny_tokenizer, train_script):
     """The aLoRA takes the conversation from the base; a LoRA runs over the whole prompt, as
     at inference (a LoRA trained aLoRA-style scored chance once loaded: a real bug, once)."""
     from mellea_local.backends.huggingface import LocalHFBackend
 
-    train = _train_embedded()
     backend = LocalHFBackend.from_loaded(tiny_model, tiny_tokenizer, model_id="tiny")
     examples = S.check_examples(random.Random(2), 1)
     for alora in (True, False):
-        rows = train.check_rows(backend, train.adapter_record(tiny_tokenizer, alora=alora),
-                                examples)
+        record = train_script.adapter_record(tiny_tokenizer, alora=alora)
+        rows = train_script.check_rows(backend, record, examples)
         for row, ex in zip(rows, examples, strict=True):
             invocation = tiny_tokenizer.encode("<requirements>", add_special_tokens=False)
             if alora:
@@ -156,34 +142,32 @@ def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(tiny_model, tiny_
 
 
 @pytest.mark.parametrize("questions", [1, 3])
-def test_training_learns_only_the_answers_to_the_self_check_questions(questions):
-    train_embedded = _train_embedded()
+def test_training_learns_only_the_answers_to_the_self_check_questions(questions, train_script):
     tok = build_tokenizer()
     example = S.self_check_example(random.Random(5), questions)
-    ids, labels = train_embedded.encode_chat(tok, example)
+    ids, labels = train_script.encode_chat(tok, example)
     learned = tok.decode([t for t in labels if t != -100])
     verdicts = [m["content"] for m in example.messages[-2 * questions + 1::2]]
     assert learned == "".join(v + tok.eos_token for v in verdicts)
     assert len(ids) == len(labels)
 
 
-def test_shared_prefix_batches_give_the_loss_and_gradients_of_whole_rows(tiny_model):
+def test_shared_prefix_batches_give_the_loss_and_gradients_of_whole_rows(tiny_model, train_script):
     """ReACT traces with the same tools run their tool prompt once per batch; that must be the
     same step as running every trace whole."""
-    train = _train_embedded()
     tok = build_tokenizer()
     rng = random.Random(3)
     tasks = [S.react_task(rng, kind="lookup") for _ in range(12)]
     traces = [S.react_trace(rng, t) for t in tasks if t.offered == ("lookup",)][:3]
     assert len(traces) >= 2
-    rows = [train.encode_chat(tok, t) for t in traces]
-    shared = train.shared_prefix(rows)
+    rows = [train_script.encode_chat(tok, t) for t in traces]
+    shared = train_script.shared_prefix(rows)
     assert shared > 100  # the tool prompt
     assert all(lab == -100 for _, labels in rows for lab in labels[: shared + 1])
 
     def step(n: int) -> tuple[float, list[torch.Tensor]]:
         tiny_model.zero_grad(set_to_none=True)
-        loss = train.lm_loss(tiny_model, rows, tok.pad_token_id, n)
+        loss = train_script.lm_loss(tiny_model, rows, tok.pad_token_id, n)
         loss.backward()
         grads = [p.grad.clone() for p in tiny_model.parameters() if p.grad is not None]
         tiny_model.zero_grad(set_to_none=True)
@@ -197,14 +181,13 @@ def test_shared_prefix_batches_give_the_loss_and_gradients_of_whole_rows(tiny_mo
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_prefix_batches_keep_every_row_once_and_share_only_within_a_tool_set():
-    train = _train_embedded()
+def test_prefix_batches_keep_every_row_once_and_share_only_within_a_tool_set(train_script):
     rows = [([1, 2, 3, 4, 5, 6], [-100, -100, -100, -100, 6, 6]),
             ([1, 2, 3, 9, 9], [-100, -100, -100, -100, 9]),
             ([7, 8], [-100, 8]),
             ([1, 2, 3, 4, 5], [-100, -100, 4, 5, 5])]
     groups = ["a", "a", None, "a"]
-    batches = train.prefix_batches(rows, groups, budget=100, rng=random.Random(0))
+    batches = train_script.prefix_batches(rows, groups, budget=100, rng=random.Random(0))
     assert sorted(i for batch, _ in batches for i in batch) == [0, 1, 2, 3]
     shared = {tuple(sorted(batch)): n for batch, n in batches}
     assert shared[(2,)] == 0
@@ -212,23 +195,23 @@ def test_prefix_batches_keep_every_row_once_and_share_only_within_a_tool_set():
     assert shared[(0, 1, 3)] == 1
 
 
-def test_the_base_optimizer_scales_only_the_shared_embedding_parts(tiny_model, tiny_tokenizer):
+def test_the_base_optimizer_scales_only_the_shared_embedding_parts(
+        tiny_model, tiny_tokenizer, train_script):
     """factor_lr_scale reaches the word and form parts only; plain runs keep one group at the
     schedule's rate (the shipped recipe's steps are unchanged)."""
     import copy
 
     from mellea_local.embedded.factored_embedding import factor_embeddings
 
-    train = _train_embedded()
-    cfg = train.Config(factor_lr_scale=0.25)
-    plain = train.base_optimizer(tiny_model, cfg)
-    train.set_lr(plain, 1e-3)
+    cfg = train_script.Config(factor_lr_scale=0.25)
+    plain = train_script.base_optimizer(tiny_model, cfg)
+    train_script.set_lr(plain, 1e-3)
     [group] = plain.param_groups
     assert group["lr"] == 1e-3 and len(group["params"]) == len(list(tiny_model.parameters()))
     model = copy.deepcopy(tiny_model)
     factored = factor_embeddings(model, tiny_tokenizer)
-    opt = train.base_optimizer(model, cfg, factored)
-    train.set_lr(opt, 1e-3)
+    opt = train_script.base_optimizer(model, cfg, factored)
+    train_script.set_lr(opt, 1e-3)
     rest, shared = opt.param_groups
     assert (rest["lr"], shared["lr"]) == (1e-3, 0.25e-3)
     assert shared["params"] == [factored.word, factored.form]
@@ -236,10 +219,10 @@ def test_the_base_optimizer_scales_only_the_shared_embedding_parts(tiny_model, t
     assert len({id(p) for p in everything}) == len(everything) == len(list(model.parameters()))
 
 
-def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training():
-    train = _train_embedded()
-    train.check_config(train.Config())
-    train.check_config(train.Config(**train.QUICK))  # the --quick model has 2 layers
+def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training(train_script):
+    check, config = train_script.check_config, train_script.Config
+    check(config())
+    check(config(**train_script.QUICK))  # the --quick model has 2 layers
     with pytest.raises(ValueError, match=r"feature_layer=4 .* 2-layer model .* --set"):
-        train.check_config(train.Config(num_layers=2))
-    train.check_config(train.Config(num_layers=2, feature_weight=0.0))  # no probe, no layer
+        check(config(num_layers=2))
+    check(config(num_layers=2, feature_weight=0.0))  # no probe, no layer
