@@ -255,12 +255,30 @@ def _train(out: Path, *extra: str) -> None:
         check=True, capture_output=True, timeout=600)
 
 
+def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
+    """The diagnostic train_embedded logs while the base trains, on the shipped base: its
+    figures match what its aLoRA reaches (README table), so a base that missed a concept
+    shows it here in seconds."""
+    from transformers import AutoModelForCausalLM
+
+    from mellea_local.embedded import build_tokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(
+        ROOT / "mellea_local" / "embedded" / "weights" / "mellea-tiny-chat")
+    accuracy = train_script.base_self_check(base, build_tokenizer(), n_per_family=40)
+    assert sorted(accuracy) == sorted(S.FAMILIES)
+    assert accuracy["all_caps"] >= 0.9 and accuracy["max_words"] >= 0.85
+    assert accuracy["mentions"] >= 0.75  # the aLoRA: 89.5 %
+    assert not base.training
+
+
 @pytest.mark.slow
 def test_training_is_deterministic(tmp_path):
-    """Two tiny runs of the real training script write byte-identical weights."""
+    """Two tiny runs of the real training script write byte-identical weights, whether or
+    not the base's self-checks are logged along the way (a diagnostic must not train)."""
     digests = []
-    for run in ("a", "b"):
-        _train(tmp_path / run)
+    for run, every in (("a", "0"), ("b", "1")):
+        _train(tmp_path / run, "--set", f"self_check_every={every}")
         digests.append([(tmp_path / run / p).read_bytes() for p in (
             "base/model.safetensors", "adapters/alora/adapter_model.safetensors",
             "adapters/lora/adapter_model.safetensors")])
