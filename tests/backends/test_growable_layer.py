@@ -103,7 +103,10 @@ def test_replaced_tensors_start_a_new_buffer(tiny_model, ids):
     assert cache.layers[0].keys.data_ptr() != old
     for row, suffix in enumerate((ids[20:25], ids[25:30])):
         fresh = _step(tiny_model, _plain_cache(tiny_model), ids[:20] + suffix)
-        assert torch.equal(out.logits[row], fresh[20:])
+        # a batch of two against a batch of one: BLAS may block the two shapes differently
+        # (exact on some CPUs, not all), so within 1e-5; a write into the old buffer would move
+        # these logits by orders of magnitude more
+        torch.testing.assert_close(out.logits[row], fresh[20:], rtol=0, atol=1e-5)
 
 
 def test_gradients_through_the_cache_match_torch_cat(tiny_model, ids):
