@@ -1,6 +1,6 @@
 """Train the embedded chat model and its requirement-check adapters, reproducibly, on a CPU.
 
-    python scripts/train_embedded.py            # the shipped artifacts (60-100 min, 2 cores)
+    python scripts/train_embedded.py            # the shipped artifacts (60-110 min, 2 cores)
     python scripts/train_embedded.py --quick    # a 1-2 minute smoke run into /tmp
 
 Three stages, top to bottom:
@@ -574,7 +574,7 @@ def base_self_check(model: Any, tok: Any, n_per_family: int = 50) -> dict[str, f
 
     A cheap early read of what the adapters will find: an aLoRA only reads what the base
     computes, and this tracked its held-out accuracy where it mattered (mentions: shipped
-    base 89 % / its aLoRA 89.5 %; a base whose look-up failed 53 % / 50 %, issue 5 notes),
+    base 0.84 / its aLoRA 89.5 %; a base whose look-up failed 0.46 / 50 %, issue 5 notes),
     in seconds and while the base trains, instead of after 20 minutes of adapter training.
     """
     # "Yes." is "Y" "es" ".": the first token decides between the two answers
