@@ -159,7 +159,7 @@ def test_seen_rows_label_every_token_seen_before_and_train_only_the_probe(
     probe = train_script.FeatureProbe(torch.nn.Linear(64, sum(CLASSES)), layer=1, weight=1.0)
     with torch.no_grad():
         loss = train_script.lm_loss(tiny_model, rows, tiny_tokenizer.pad_token_id, probe=probe,
-                             features=features)
+                                    features=features)
     assert torch.isfinite(loss) and loss.item() == pytest.approx(probe.last_loss, rel=1e-5)
 
 
