@@ -529,6 +529,8 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
     history = []
     taken = 0
     for step in range(cfg.base_steps):
+        if step and cfg.self_check_every and step % cfg.self_check_every == 0:
+            log_self_check(f"base after {step} steps", base_self_check(model, tok))
         set_lr(opt, lr_at(step, cfg.base_steps, cfg.base_lr))
         if cfg.copy_every and step % cfg.copy_every == cfg.copy_every - 1:
             lm_step(model, opt, copy_rows(copy_rng, cfg.copy_batch, len(tok), seps), pad)
@@ -549,8 +551,6 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
             probed = f" features {probe.last_loss:.3f}" if probe is not None else ""
             log(f"base step {step}/{cfg.base_steps} loss {recent:.3f}{probed} "
                 f"({time.perf_counter() - t1:.0f}s)")
-        if cfg.self_check_every and (step + 1) % cfg.self_check_every == 0:
-            log_self_check(f"base step {step + 1}", base_self_check(model, tok))
     materialize(model)
     model.eval()
     self_check = base_self_check(model, tok)

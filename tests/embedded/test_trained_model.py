@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -247,12 +248,12 @@ TINY_RUN = ["copy_steps=2", "hidden_size=32", "num_layers=1", "num_heads=2", "nu
             "adapter_batch=4", "adapter_rank=2"]
 
 
-def _train(out: Path, *extra: str) -> None:
-    """A tiny run of the real training script into ``out/base`` and ``out/adapters``."""
-    subprocess.run(
+def _train(out: Path, *extra: str) -> str:
+    """A tiny run of the real training script into ``out/base`` and ``out/adapters``; its log."""
+    return subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "train_embedded.py"), "--weights",
-         str(out / "base"), "--adapters", str(out / "adapters"), *extra, "--set", *TINY_RUN],
-        check=True, capture_output=True, timeout=600)
+         str(out / "base"), "--adapters", str(out / "adapters"), "--set", *TINY_RUN, *extra],
+        check=True, capture_output=True, text=True, timeout=600).stdout
 
 
 def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
@@ -276,13 +277,15 @@ def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
 def test_training_is_deterministic(tmp_path):
     """Two tiny runs of the real training script write byte-identical weights, whether or
     not the base's self-checks are logged along the way (a diagnostic must not train)."""
-    digests = []
-    for run, every in (("a", "0"), ("b", "1")):
-        _train(tmp_path / run, "--set", f"self_check_every={every}")
+    digests, logs = [], []
+    for run, every in (("a", "0"), ("b", "4")):  # steps 3 and 7 are copy steps
+        logs.append(_train(tmp_path / run, "--set", "base_steps=9", f"self_check_every={every}"))
         digests.append([(tmp_path / run / p).read_bytes() for p in (
             "base/model.safetensors", "adapters/alora/adapter_model.safetensors",
             "adapters/lora/adapter_model.safetensors")])
     assert digests[0] == digests[1]
+    checks = [re.findall(r"base after (\d+) steps self-check", log) for log in logs]
+    assert checks == [[], ["4", "8"]]
 
 
 @pytest.mark.slow
