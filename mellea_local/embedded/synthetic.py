@@ -685,7 +685,7 @@ def word_echo_example(rng: random.Random) -> ChatExample:
     return ChatExample(messages, learned_turns=1)
 
 
-def mention_drill(rng: random.Random) -> ChatExample:
+def mention_drill(rng: random.Random, place_rate: float = 0.0) -> ChatExample:
     """Training words in random case, then a user turn of words half of which the answer said.
 
     Rows for the feature probe alone (the trainer learns none of their tokens): every word of
@@ -707,8 +707,12 @@ def mention_drill(rng: random.Random) -> ChatExample:
         r = rng.random()
         return word if r < 0.4 else word.capitalize() if r < 0.7 else word.upper()
 
-    said = rng.sample(VOCAB, rng.randint(3, 10))
-    asked = [rng.choice(said) if rng.random() < 0.5 else rng.choice(VOCAB)
+    def word() -> str:
+        return rng.choice(PLACES) if place_rate and rng.random() < place_rate else rng.choice(VOCAB)
+
+    said = (rng.sample(VOCAB, rng.randint(3, 10)) if not place_rate
+            else list(dict.fromkeys(word() for _ in range(rng.randint(3, 10)))))
+    asked = [rng.choice(said) if rng.random() < 0.5 else word()
              for _ in range(rng.randint(3, 8))]
     messages = [
         {"role": "user", "content": _question(rng, WordSource("train", 0.0), None)},

@@ -163,10 +163,15 @@ def test_seen_rows_label_every_token_seen_before_and_train_only_the_probe(
     assert torch.isfinite(loss) and loss.item() == pytest.approx(probe.last_loss, rel=1e-5)
 
 
+PLACE_ONLY = {part.lower() for place in S.PLACES for part in re.findall(r"\w+", place)} - {
+    w.lower() for w in S.VOCAB}
+
+
+@pytest.mark.parametrize("place_rate", [0.0, 0.5])
 def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_the_probe(
-        tiny_tokenizer, train_script):
-    rows, features = train_script.mention_rows(random.Random(3), 40, tiny_tokenizer)
-    labels, shouted = [], []
+        tiny_tokenizer, train_script, place_rate):
+    rows, features = train_script.mention_rows(random.Random(3), 40, tiny_tokenizer, place_rate)
+    labels, shouted, places = [], [], 0
     for (ids, lm_labels), targets in zip(rows, features, strict=True):
         assert all(t == -100 for t in lm_labels) and len(targets) == len(ids)
         text = tiny_tokenizer.decode(ids)
@@ -184,7 +189,9 @@ def test_mention_drill_rows_label_each_asked_word_by_the_answer_and_train_only_t
             assert targets[at][MENTIONED] == int(S.mentions(answer, m.group())), m.group()
             assert targets[at][WORD] == IDENTITIES.index(m.group().lower())
             labels.append(targets[at][MENTIONED])
+            places += m.group().lower() in PLACE_ONLY
     assert 0.3 < sum(labels) / len(labels) < 0.7  # balanced, unlike the words of real turns
+    assert (places > 20) == (place_rate > 0), places  # refine_place_rate asks place names
     # the case and count targets see all-caps answers and the near misses beside them
     assert shouted.count(0) >= 4 and shouted.count(1) >= 4, shouted
 

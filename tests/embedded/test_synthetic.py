@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
@@ -226,3 +228,17 @@ def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training(t
     with pytest.raises(ValueError, match=r"feature_layer=4 .* 2-layer model .* --set"):
         check(config(num_layers=2))
     check(config(num_layers=2, feature_weight=0.0))  # no probe, no layer
+
+
+def test_a_mentions_weight_adds_mentions_checks_and_keeps_the_even_mix(train_script):
+    config = train_script.Config(adapter_steps=30, adapter_batch=8)
+    even = train_script.adapter_examples(config)
+    assert Counter(e.family for e in even) == dict.fromkeys(S.FAMILIES, 41)
+    weighted = train_script.adapter_examples(replace(config, adapter_mentions_weight=2.0))
+    assert [(e.requirement, e.messages) for e in weighted[:len(even)]] == [
+        (e.requirement, e.messages) for e in even]  # the even mix is drawn as before
+    counts = Counter(e.family for e in weighted)
+    assert counts == {**dict.fromkeys(S.FAMILIES, 41), "mentions": 82}
+    extra = weighted[len(even):]
+    assert abs(sum(e.label for e in extra) - len(extra) / 2) <= 1  # balanced, labels true
+    assert all(S.mentions(e.response, e.slots["word"]) == e.label for e in extra)

@@ -305,6 +305,28 @@ def test_a_run_on_an_earlier_base_ships_that_base_with_the_whole_training_record
     assert (tmp_path / "b" / "adapters" / "alora" / "adapter_model.safetensors").exists()
 
 
+@pytest.mark.slow
+def test_refining_a_loaded_base_equals_refining_it_in_the_run_that_trained_it(tmp_path):
+    """``refine_steps``: the stage gives the same bytes after ``--base-from`` as at the end of
+    an end-to-end run, is recorded, and a refined base is not refined twice."""
+    refine = ["--set", "refine_steps=5", "refine_place_rate=0.5", "self_check_every=0"]
+    _train(tmp_path / "whole", *refine)
+    _train(tmp_path / "plain", "--kinds")
+    _train(tmp_path / "split", "--base-from", str(tmp_path / "plain" / "base"), *refine)
+    _train(tmp_path / "again", "--base-from", str(tmp_path / "split" / "base"), "--kinds",
+           *refine)
+    weights = {run: (tmp_path / run / "base" / "model.safetensors").read_bytes()
+               for run in ("whole", "plain", "split", "again")}
+    assert weights["whole"] == weights["split"] == weights["again"] != weights["plain"]
+    assert ((tmp_path / "whole" / "adapters" / "alora" / "adapter_model.safetensors").read_bytes()
+            == (tmp_path / "split" / "adapters" / "alora" / "adapter_model.safetensors"
+                ).read_bytes())
+    for run in ("whole", "split", "again"):
+        record = json.loads((tmp_path / run / "base" / "training.json").read_text())
+        assert record["config"]["refine_steps"] == 5
+        assert record["base"]["refine"]["steps"] == 5
+
+
 def test_adopting_an_earlier_base_copies_it_and_keeps_its_record(
         tiny_model_dir, train_script, tmp_path):
     """The merge behind ``--base-from``, on a real saved model: the base's bytes, its
