@@ -227,7 +227,9 @@ def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training(t
     check(config(**train_script.QUICK))  # the --quick model has 2 layers
     with pytest.raises(ValueError, match=r"feature_layer=4 .* 2-layer model .* --set"):
         check(config(num_layers=2))
-    check(config(num_layers=2, feature_weight=0.0))  # no probe, no layer
+    check(config(num_layers=2, feature_weight=0.0, adapter_first_layer=1))  # no probe
+    with pytest.raises(ValueError, match=r"adapter_first_layer=2 leaves no layer .* 2-layer"):
+        check(config(num_layers=2, feature_layer=1))
 
 
 def test_a_mentions_weight_adds_mentions_checks_and_keeps_the_even_mix(train_script):

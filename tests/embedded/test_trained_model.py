@@ -243,9 +243,9 @@ async def test_rejection_sampling_replaces_a_failing_first_sample(embedded):
 
 
 TINY_RUN = ["copy_steps=2", "hidden_size=32", "num_layers=1", "num_heads=2", "num_kv_heads=1",
-            "intermediate_size=64", "base_steps=3", "chat_examples=60", "react_examples=6",
-            "self_check_examples=60", "echo_examples=20", "feature_layer=1", "adapter_steps=3",
-            "adapter_batch=4", "adapter_rank=2"]
+            "intermediate_size=64", "base_steps=3", "refine_steps=0", "chat_examples=60",
+            "react_examples=6", "self_check_examples=60", "echo_examples=20", "feature_layer=1",
+            "adapter_first_layer=0", "adapter_steps=3", "adapter_batch=4", "adapter_rank=2"]
 
 
 def _train(out: Path, *extra: str) -> str:
@@ -269,7 +269,7 @@ def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
     accuracy = train_script.base_self_check(base, build_tokenizer(), n_per_family=40)
     assert sorted(accuracy) == sorted(S.FAMILIES)
     assert accuracy["all_caps"] >= 0.9 and accuracy["max_words"] >= 0.85
-    assert accuracy["mentions"] >= 0.75  # the aLoRA: 89.5 %
+    assert accuracy["mentions"] >= 0.8  # the aLoRA: 95 %
     assert not base.training
 
 
