@@ -36,6 +36,7 @@ Float reductions depend on the thread count, so other thread counts give slightl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -159,7 +160,8 @@ class Config:
     # misses were mostly place names in capitals). 0 -> 1200 steps at rate 0.25: "mentioned"
     # read by a fresh linear probe at the requirement word of a check prompt 0.82 -> 0.89
     # (layer 4, base alone), self-check "Did you say X?" 0.863 -> 0.902 (n=400), ReACT solved
-    # calculator 94 -> 98 %, lookup 97 -> 97 %, unseen keys 68 -> 65 % (issue 5 notes).
+    # calculator 94 -> 98 %, lookup 97 -> 97 %, unseen keys 68 -> 65 % (issue 5 notes; the
+    # shipped run of it: 97, 97 and 66 %).
     refine_steps: int = 1200
     refine_lr: float = 1e-3
     refine_place_rate: float = 0.25
@@ -173,7 +175,8 @@ class Config:
     # refined base an all-layer aLoRA never learned "mentions" (48 % held-out: its early
     # updates scramble the feature it needs); from layer 4 on it reached 91.5 %, capped by the
     # base's own look-up (0.89); from layer 2 on 95 % (train mean 97.2 -> 98.3 against the
-    # shipped all-layer aLoRA on the unrefined base; issue 5 notes).
+    # all-layer aLoRA on the unrefined base; issue 5 notes). The shipped run of this recipe:
+    # mentions 93 %, train mean 98.2.
     adapter_first_layer: int = 2
     adapter_steps: int = 900
     adapter_batch: int = 32
@@ -190,6 +193,12 @@ class Config:
     # same, so the other families are seen less. 1 -> 2 on the unrefined base: aLoRA mentions
     # 89.5 -> 89.0 (train), 77 -> 76 (unseen), 88.5 -> 90.5 (chat): the data was not the limit.
     adapter_mentions_weight: float = 1.0
+    # Train with bfloat16 matmuls (train_precision): weights, gradients, optimiser state and
+    # softmaxes stay float32. On this project's CPUs (AVX512-BF16) a step costs 0.70x
+    # (base), 0.66x (aLoRA) and 0.61x (LoRA) a float32 one (benchmarks/train_step.py, 2
+    # threads; two 160-step base runs of this script: 0.77x and 0.86x). Off until a whole run
+    # shows the same accuracy: the loss tracks float32's within 0.01 over the first steps.
+    bf16: bool = False
     threads: int = 2
 
 
@@ -239,6 +248,29 @@ def set_determinism(threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
+
+
+@contextlib.contextmanager
+def train_precision(model: Any, bf16: bool) -> Any:
+    """Run a training stage's forwards with bfloat16 matmuls when ``bf16`` (Config.bf16).
+
+    CPU autocast also runs SDPA in bfloat16, whose backward on the CPU is ~5x slower than
+    in float32, so the stage uses eager attention (matmuls in bfloat16, softmax in float32,
+    as the model computes it) and the model gets its own attention back afterwards. The
+    evaluations that run inside a stage turn autocast off: they see float32, as inference does.
+    """
+    if not bf16:
+        yield
+        return
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        # No weight cache: autocast keeps its bfloat16 copies of the weights until the
+        # outermost region exits, so across optimiser steps a cache would serve stale weights.
+        with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+            yield
+    finally:
+        model.set_attn_implementation(before)
 
 
 def lr_at(step: int, total: int, peak: float) -> float:
@@ -522,6 +554,7 @@ class BaseData:
     batches: list[tuple[list[int], int]]  # row indices and shared-prefix length
     features: Features | None
     tokens: int
+    seconds: float  # to build: once per run, shared by the base and refine stages
 
 
 def base_data(cfg: Config, tok: Any) -> BaseData:
@@ -534,9 +567,10 @@ def base_data(cfg: Config, tok: Any) -> BaseData:
     else:
         batches = [(b, 0) for b in length_batches(rows, cfg.base_batch_tokens, rng)]
     tokens = sum(len(r[0]) for r in rows)
+    seconds = round(time.perf_counter() - t0, 1)
     log(f"base data: {len(rows)} sequences, {tokens} tokens, {len(batches)} batches/epoch "
-        f"({time.perf_counter() - t0:.1f}s)")
-    return BaseData(rows, batches, features, tokens)
+        f"({seconds:.1f}s)")
+    return BaseData(rows, batches, features, tokens, seconds)
 
 
 def new_probe(cfg: Config, seed: int) -> FeatureProbe:
@@ -587,9 +621,8 @@ def base_steps(model: Any, opt: Any, probe: FeatureProbe | None, cfg: Config, to
     return history
 
 
-def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
+def train_base(cfg: Config, tok: Any, data: BaseData) -> tuple[Any, dict[str, Any]]:
     t0 = time.perf_counter()
-    data = base_data(cfg, tok)
     model = build_model(tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                         num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                         intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
@@ -608,15 +641,16 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
     copy_rng = random.Random(cfg.base_seed + 2)
     seps = copy_separators(tok)
     t1 = time.perf_counter()
-    for step in range(cfg.copy_steps):
-        rows_a = copy_rows(copy_rng, cfg.copy_batch, len(tok), seps)
-        set_lr(opt, cfg.copy_lr * min(1.0, (step + 1) / 20))
-        loss = lm_step(model, opt, rows_a, pad)
-        if step % 50 == 0 or step == cfg.copy_steps - 1:
-            log(f"copy warm-up step {step}/{cfg.copy_steps} loss {loss:.3f} "
-                f"({time.perf_counter() - t1:.0f}s)")
-    history = base_steps(model, opt, probe, cfg, tok, data, steps=cfg.base_steps,
-                         lr=cfg.base_lr, seed=cfg.base_seed, copy_rng=copy_rng)
+    with train_precision(model, cfg.bf16):
+        for step in range(cfg.copy_steps):
+            rows_a = copy_rows(copy_rng, cfg.copy_batch, len(tok), seps)
+            set_lr(opt, cfg.copy_lr * min(1.0, (step + 1) / 20))
+            loss = lm_step(model, opt, rows_a, pad)
+            if step % 50 == 0 or step == cfg.copy_steps - 1:
+                log(f"copy warm-up step {step}/{cfg.copy_steps} loss {loss:.3f} "
+                    f"({time.perf_counter() - t1:.0f}s)")
+        history = base_steps(model, opt, probe, cfg, tok, data, steps=cfg.base_steps,
+                             lr=cfg.base_lr, seed=cfg.base_seed, copy_rng=copy_rng)
     materialize(model)
     model.eval()
     self_check = base_self_check(model, tok)
@@ -624,12 +658,12 @@ def train_base(cfg: Config, tok: Any) -> tuple[Any, dict[str, Any]]:
     stats = {"parameters": n_params, "sequences": len(data.rows), "tokens": data.tokens,
              "copy_steps": cfg.copy_steps, "steps": cfg.base_steps,
              "final_loss": sum(history[-25:]) / len(history[-25:]),
-             "self_check_accuracy": self_check,
+             "self_check_accuracy": self_check, "data_seconds": data.seconds,
              "seconds": round(time.perf_counter() - t0, 1)}
     return model, stats
 
 
-def refine_base(cfg: Config, tok: Any, model: Any) -> dict[str, Any]:
+def refine_base(cfg: Config, tok: Any, model: Any, data: BaseData) -> dict[str, Any]:
     """``refine_steps`` more steps on a trained base, with a fresh optimiser and probe.
 
     The look-up "mentions" needs forms late (the self-check saw it at chance until about
@@ -638,16 +672,16 @@ def refine_base(cfg: Config, tok: Any, model: Any) -> dict[str, Any]:
     the base was trained in this run or loaded (``--base-from``).
     """
     t0 = time.perf_counter()
-    data = base_data(cfg, tok)
     model.train()
     opt = base_optimizer(model, cfg)
     probe = None
     if data.features is not None:
         probe = new_probe(cfg, cfg.base_seed + 13)
         opt.add_param_group({"params": list(probe.head.parameters())})
-    history = base_steps(model, opt, probe, cfg, tok, data, steps=cfg.refine_steps,
-                         lr=cfg.refine_lr, seed=cfg.base_seed + 10,
-                         place_rate=cfg.refine_place_rate, label="refine")
+    with train_precision(model, cfg.bf16):
+        history = base_steps(model, opt, probe, cfg, tok, data, steps=cfg.refine_steps,
+                             lr=cfg.refine_lr, seed=cfg.base_seed + 10,
+                             place_rate=cfg.refine_place_rate, label="refine")
     model.eval()
     self_check = base_self_check(model, tok)
     log_self_check("refined base", self_check)
@@ -660,14 +694,15 @@ SELF_CHECK_SEED = 8_000
 
 
 @torch.no_grad()
+@torch.autocast("cpu", enabled=False)
 def base_self_check(model: Any, tok: Any, n_per_family: int = 50) -> dict[str, float]:
     """Per family, how often the base's own "Yes"/"No" to a held-out self-check question
     (``synthetic.SELF_CHECK_QUESTIONS``) is right.
 
     A cheap early read of what the adapters will find: an aLoRA only reads what the base
     computes, and this tracked its held-out accuracy where it mattered (mentions: the stop-16
-    base 0.84 / its aLoRA 89.5 %, refined 0.88 / 95 %; a base whose look-up failed 0.46 /
-    50 %, issue 5 notes),
+    base 0.84 / its all-layer aLoRA 89.5 %, refined 0.84-0.88 / 93-95 % from layer 2; a base
+    whose look-up failed 0.46 / 50 %, issue 5 notes),
     in seconds and while the base trains, instead of after 20 minutes of adapter training.
     """
     # "Yes." is "Y" "es" ".": the first token decides between the two answers
@@ -818,6 +853,24 @@ def lora_config(cfg: Config, base: Any, invocation: list[int] | None = None) -> 
     )
 
 
+def adapter_step(model: Any, opt: Any, params: list[torch.Tensor], batch: list[CheckRow],
+                 pad: int, answers: tuple[int, int]) -> float:
+    """One optimiser step on a batch of check rows; ``answers``: the "yes" and "no" ids."""
+    logits = adapter_logits(model, batch, pad)
+    targets = torch.tensor([r.ids[-3:] for r in batch])
+    lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    # The intrinsic reads P(yes) / (P(yes) + P(no)): train that margin directly too.
+    yes, no = answers
+    margin = logits[:, 0, yes] - logits[:, 0, no]
+    gold = torch.tensor([float(r.label) for r in batch])
+    loss = lm + F.binary_cross_entropy_with_logits(margin, gold)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return loss.item()
+
+
 def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alora: bool,
                   held_out: list[CheckRow], eval_every: int = 0) -> tuple[Any, dict[str, Any]]:
     from peft import get_peft_model
@@ -839,31 +892,22 @@ def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alo
     pad = tok.pad_token_id
     history = []
     model.train()
-    for step in range(cfg.adapter_steps):
-        batch = [rows[i] for i in order[step * cfg.adapter_batch:(step + 1) * cfg.adapter_batch]]
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg.adapter_steps, cfg.adapter_lr)
-        logits = adapter_logits(model, batch, pad)
-        targets = torch.tensor([r.ids[-3:] for r in batch])
-        lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        # The intrinsic reads P(yes) / (P(yes) + P(no)): train that margin directly too.
-        margin = logits[:, 0, yes] - logits[:, 0, no]
-        gold = torch.tensor([float(r.label) for r in batch])
-        loss = lm + F.binary_cross_entropy_with_logits(margin, gold)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        history.append(loss.item())
-        if step % 25 == 0 or step == cfg.adapter_steps - 1:
-            recent = sum(history[-25:]) / len(history[-25:])
-            log(f"{'aLoRA' if alora else 'LoRA'} step {step}/{cfg.adapter_steps} loss "
-                f"{recent:.3f} ({time.perf_counter() - t0:.0f}s)")
-        if eval_every and (step + 1) % eval_every == 0:
-            model.eval()
-            acc = held_out_accuracy(model, held_out, tok)
-            log("  held-out: " + ", ".join(f"{k} {v:.2f}" for k, v in acc.items()))
-            model.train()
+    with train_precision(model, cfg.bf16):
+        for step in range(cfg.adapter_steps):
+            start = step * cfg.adapter_batch
+            batch = [rows[i] for i in order[start:start + cfg.adapter_batch]]
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, cfg.adapter_steps, cfg.adapter_lr)
+            history.append(adapter_step(model, opt, params, batch, pad, (yes, no)))
+            if step % 25 == 0 or step == cfg.adapter_steps - 1:
+                recent = sum(history[-25:]) / len(history[-25:])
+                log(f"{'aLoRA' if alora else 'LoRA'} step {step}/{cfg.adapter_steps} loss "
+                    f"{recent:.3f} ({time.perf_counter() - t0:.0f}s)")
+            if eval_every and (step + 1) % eval_every == 0:
+                model.eval()
+                acc = held_out_accuracy(model, held_out, tok)
+                log("  held-out: " + ", ".join(f"{k} {v:.2f}" for k, v in acc.items()))
+                model.train()
     model.eval()
     accuracy = held_out_accuracy(model, held_out, tok)
     log(f"{'aLoRA' if alora else 'LoRA'} held-out accuracy (train vocab): "
@@ -875,6 +919,7 @@ def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alo
 
 
 @torch.no_grad()
+@torch.autocast("cpu", enabled=False)
 def held_out_accuracy(model: Any, rows: list[CheckRow], tok: Any) -> dict[str, float]:
     yes, no = answer_ids(tok)
     right: dict[str, list[bool]] = {}
@@ -980,16 +1025,20 @@ def main(argv: list[str] | None = None) -> None:
 
     tok = build_tokenizer()
     config = asdict(cfg)
+    data: BaseData | None = None
     if args.base_from:
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(args.base_from).eval()
         config, base_stats = adopt_base(args.base_from, weights, config)
     else:
-        base, base_stats = train_base(cfg, tok)
+        data = base_data(cfg, tok)
+        base, base_stats = train_base(cfg, tok, data)
     refine = bool(cfg.refine_steps) and "refine" not in base_stats
     if refine:
-        base_stats["refine"] = refine_base(cfg, tok, base)
+        # the same rows the base trained on: built once (about a minute)
+        data = data if data is not None else base_data(cfg, tok)
+        base_stats["refine"] = refine_base(cfg, tok, base, data)
         config.update({k: v for k, v in asdict(cfg).items() if k.startswith("refine_")})
     if refine or not args.base_from:
         base.config._name_or_path = BASE_NAME

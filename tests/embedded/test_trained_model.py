@@ -93,15 +93,16 @@ async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded
 
 
 async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
-    """Whole word, any case: at most two of ten fixed answers wrong.
+    """Whole word, any case: at most one of ten fixed answers wrong.
 
-    The shipped aLoRA is right on ~90 % of held-out "mentions" checks (embedded.json), and
-    on these ten it misses two: "The River is cold." (0.11; "Green River near the farm."
-    passes) and "THE HILL IS COLD." (0.53). Before the base learned to look words up
-    (``mention_batch``) the three answers this test then held (the first of each list and
-    "The River is cold.") all scored 0.58-0.61. Since the adapters
-    also train on chat answers (``adapter_chat_share``) the demo's own answer passes and a
-    word only the question says fails (the previous adapters: 0.50 on the demo's answer)."""
+    The shipped aLoRA is right on 93 % of held-out "mentions" checks (embedded.json), and on
+    these ten it misses one: "The River is cold." (0.19; "Green River near the farm." 0.99).
+    The previous, all-layer aLoRA on the unrefined base missed two ("THE HILL IS COLD." at
+    0.53, now 0.08) and put a one-word "Paris." at 0.51 (now 0.93). Before the base learned
+    to look words up (``mention_batch``) the three answers this test then held (the first of
+    each list and "The River is cold.") all scored 0.58-0.61. Since the adapters also train on
+    chat answers (``adapter_chat_share``) the demo's own answer passes and a word only the
+    question says fails."""
     requirement = ["The response mentions river."]
     question = "Tell me about the hill."
     said = ["Green river near the farm.", "The River is cold.", "THE RIVER IS COLD.",
@@ -111,13 +112,16 @@ async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
     scores = {answer: (await _scores(embedded, _chat(answer, question), requirement,
                                      kind="alora"))[0] for answer in said + absent}
     wrong = [a for a, p in scores.items() if (p > 0.5) != (a in said)]
-    assert len(wrong) <= 2, scores
+    assert len(wrong) <= 1, scores
     capital = "What is the capital of France?"
     [demo] = await _scores(embedded, _chat("The capital of France is Paris.", capital),
                            ["The response mentions Paris."], kind="alora")
     [asked] = await _scores(embedded, _chat("The capital of Japan is Tokyo.", capital),
                             ["The response mentions France."], kind="alora")
+    [alone] = await _scores(embedded, _chat("Paris.", capital),
+                            ["The response mentions Paris."], kind="alora")
     assert demo > 0.5 > asked, (demo, asked)
+    assert alone > 0.5, alone
 
 
 async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
@@ -135,8 +139,8 @@ async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
 async def test_a_held_out_sample_is_well_above_chance(embedded):
     """60 fresh checks (10 per family): a regression to chance (50 %) cannot pass 75 %.
 
-    The shipped aLoRA scores ~97 % on average over the families (embedded.json), short of the
-    95 % target on "mentions"; this guards what it does reach.
+    The shipped aLoRA scores ~98 % on average over the families (embedded.json), short of the
+    95 % target on "mentions" (93 %); this guards what it does reach.
     """
     examples = S.check_examples(random.Random(424_242), 10)
     right = 0
@@ -269,7 +273,7 @@ def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
     accuracy = train_script.base_self_check(base, build_tokenizer(), n_per_family=40)
     assert sorted(accuracy) == sorted(S.FAMILIES)
     assert accuracy["all_caps"] >= 0.9 and accuracy["max_words"] >= 0.85
-    assert accuracy["mentions"] >= 0.8  # the aLoRA: 95 %
+    assert accuracy["mentions"] >= 0.8  # the aLoRA: 93 %
     assert not base.training
 
 
@@ -286,6 +290,21 @@ def test_training_is_deterministic(tmp_path):
     assert digests[0] == digests[1]
     checks = [re.findall(r"base after (\d+) steps self-check", log) for log in logs]
     assert checks == [[], ["4", "8"]]
+
+
+@pytest.mark.slow
+def test_bf16_training_is_deterministic_and_trains_other_weights(tmp_path):
+    """``--set bf16=1``: reproducible too (eager attention, no autocast weight cache), and
+    really in bfloat16 (its weights differ from a float32 run's)."""
+    weights = []
+    for run, bf16 in (("a", "1"), ("b", "1"), ("c", "0")):
+        _train(tmp_path / run, "--set", f"bf16={bf16}")
+        weights.append([(tmp_path / run / p).read_bytes() for p in (
+            "base/model.safetensors", "adapters/alora/adapter_model.safetensors")])
+    assert weights[0] == weights[1]
+    assert weights[0][0] != weights[2][0] and weights[0][1] != weights[2][1]
+    record = json.loads((tmp_path / "a" / "base" / "training.json").read_text())
+    assert record["config"]["bf16"] is True
 
 
 @pytest.mark.slow
