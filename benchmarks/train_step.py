@@ -3,9 +3,10 @@
 The model of ``scripts/train_embedded.py`` (random init: a step's cost does not depend on the
 weights) runs real blocks of the script's own stages, each mode on its own copy. A block is
 ``--block`` consecutive steps inside one ``train_precision`` region, as a stage runs them
-(single steps, each followed by one of the other mode, measured the base at 0.59x where
-the script's own runs show 0.7-0.85x). Blocks of the two modes alternate so drift on a
-shared machine hits both alike; medians per mode, and the ratio bf16 / fp32 per stage:
+(single steps, each followed by one of the other mode, measured the base at 0.59x where two
+160-step runs of the script showed 0.77x and 0.86x). Blocks of the two modes alternate so
+drift on a shared machine hits both alike; medians per mode, and the ratio bf16 / fp32 per
+stage:
 
 - ``base``: base-stage steps, every 4th a copy batch and a look-up drill batch, as trained;
 - ``alora``: aLoRA steps (the conversation through the base without gradients, the rest
