@@ -107,9 +107,7 @@ def main() -> None:
     cfg = replace(T.Config(), chat_examples=2000, react_examples=250, self_check_examples=2000,
                   echo_examples=500, self_check_every=0)
     tok = T.build_tokenizer()
-    model = T.build_model(tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                          num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
-                          intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
+    model = T.new_base_model(cfg, tok)
     stages = {"base": base_modes(T, cfg, tok, model, args.block),
               "alora": adapter_modes(T, cfg, tok, model, args.block, alora=True),
               "lora": adapter_modes(T, cfg, tok, model, args.block, alora=False)}

@@ -621,11 +621,16 @@ def base_steps(model: Any, opt: Any, probe: FeatureProbe | None, cfg: Config, to
     return history
 
 
+def new_base_model(cfg: Config, tok: Any) -> Any:
+    """The random-init base of ``cfg``'s shape, before any training."""
+    return build_model(tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                       num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                       intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
+
+
 def train_base(cfg: Config, tok: Any, data: BaseData) -> tuple[Any, dict[str, Any]]:
     t0 = time.perf_counter()
-    model = build_model(tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                        num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
-                        intermediate_size=cfg.intermediate_size, seed=cfg.base_seed)
+    model = new_base_model(cfg, tok)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"base model: {n_params / 1e6:.2f} M parameters")
     factored = factor_embeddings(model, tok) if cfg.factor_embeddings else None
