@@ -33,10 +33,12 @@ REQUIREMENTS = [p.format(**SLOTS) for p in REQUIREMENT_PHRASINGS]
 AGENT_GOALS = [("What is 17 * 23?", None),
                ('Look up "paris_code".', {"paris_code": "7501", "rome_code": "0011"})]
 INSTRUCTION = "Tell me about the river."
-INSTRUCT_REQUIREMENT = "The response is at most 3 words long."
+INSTRUCT_REQUIREMENT = "The response is written in all capital letters."
 # Sampling is seeded, so the attempts are the same on every run: with this seed the first sample
 # misses the requirement and a later one meets it (a test holds the shipped model to that).
-INSTRUCT_OPTIONS = {ModelOption.TEMPERATURE: 0.7, ModelOption.SEED: 15,
+# The base reads a length requirement in the instruction as a self-check question and answers
+# "No.", which meets it at once; capitals it writes only some of the time.
+INSTRUCT_OPTIONS = {ModelOption.TEMPERATURE: 0.7, ModelOption.SEED: 6,
                     ModelOption.MAX_NEW_TOKENS: 32}
 
 

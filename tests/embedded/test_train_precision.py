@@ -72,3 +72,14 @@ def test_evaluations_inside_a_bf16_stage_run_in_float32(train_script, fresh_mode
         model(input_ids=torch.tensor([[5, 6, 7]]))  # while a stage trains: bfloat16
     assert inside == outside
     assert seen == [False] * 24 + [True]  # 12 questions each time, then the training forward
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(train_script):
+    """The default recipe trains in bfloat16; a CPU without the instructions emulates it,
+    slower than float32, and the script warns before a 70-minute run (flags as Linux lists
+    them: x86 ``flags`` and Arm ``Features`` lines)."""
+    zen4 = "flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+    skylake = "flags\t\t: fpu avx2 avx512f avx512bw avx512_vnni\n"
+    graviton3 = "Features\t: fp asimd sve bf16 i8mm\n"
+    assert train_script.native_bf16(zen4) and train_script.native_bf16(graviton3)
+    assert not train_script.native_bf16(skylake)
