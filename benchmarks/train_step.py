@@ -1,4 +1,4 @@
-"""Training step cost of the embedded recipe: float32 against bfloat16 matmuls (``--set bf16=1``).
+"""Training step cost of the embedded recipe: float32 (``--set bf16=0``) against bfloat16 matmuls.
 
 The model of ``scripts/train_embedded.py`` (random init: a step's cost does not depend on the
 weights) runs real blocks of the script's own stages, each mode on its own copy. A block is
