@@ -228,7 +228,7 @@ def test_configs_whose_probe_reads_a_missing_layer_are_refused_before_training(t
     with pytest.raises(ValueError, match=r"feature_layer=4 .* 2-layer model .* --set"):
         check(config(num_layers=2))
     check(config(num_layers=2, feature_weight=0.0, adapter_first_layer=1))  # no probe
-    with pytest.raises(ValueError, match=r"adapter_first_layer=2 leaves no layer .* 2-layer"):
+    with pytest.raises(ValueError, match=r"adapter_first_layer=3 leaves no layer .* 2-layer"):
         check(config(num_layers=2, feature_layer=1))
 
 

@@ -95,10 +95,10 @@ async def test_all_caps_check_passes_on_capitals_and_fails_on_lowercase(embedded
 async def test_mentions_check_looks_the_word_up_in_the_answer(embedded):
     """Whole word, any case: at most one of ten fixed answers wrong.
 
-    The shipped aLoRA is right on 93 % of held-out "mentions" checks (embedded.json), and on
-    these ten it misses one: "Rivers of words." (0.97: the plural is not the whole word). The
+    The shipped aLoRA is right on 95 % of held-out "mentions" checks (embedded.json), and on
+    these ten it misses one: "Rivers of words." (0.99: the plural is not the whole word). The
     float32-trained one before it missed "The River is cold." instead (0.19, now 0.99); the
-    all-layer aLoRA on the unrefined base missed two ("THE HILL IS COLD." at 0.53, now 0.06)
+    all-layer aLoRA on the unrefined base missed two ("THE HILL IS COLD." at 0.53, now 0.01)
     and put a one-word "Paris." at 0.51 (now 0.99). Before the base learned
     to look words up (``mention_batch``) the three answers this test then held (the first of
     each list and "The River is cold.") all scored 0.58-0.61. Since the adapters also train on
@@ -140,8 +140,8 @@ async def test_kv_reuse_and_batching_do_not_change_alora_scores(embedded):
 async def test_a_held_out_sample_is_well_above_chance(embedded):
     """60 fresh checks (10 per family): a regression to chance (50 %) cannot pass 75 %.
 
-    The shipped aLoRA scores ~98 % on average over the families (embedded.json), short of the
-    95 % target on "mentions" (93 %); this guards what it does reach.
+    The shipped aLoRA scores ~98 % on average over the families (embedded.json), 95 % on the
+    weakest ("mentions"); this guards against a collapse, not that figure.
     """
     examples = S.check_examples(random.Random(424_242), 10)
     right = 0
@@ -274,7 +274,7 @@ def test_the_shipped_base_answers_its_own_held_out_self_checks(train_script):
     accuracy = train_script.base_self_check(base, build_tokenizer(), n_per_family=40)
     assert sorted(accuracy) == sorted(S.FAMILIES)
     assert accuracy["all_caps"] >= 0.9 and accuracy["max_words"] >= 0.85
-    assert accuracy["mentions"] >= 0.8  # the aLoRA: 93 %
+    assert accuracy["mentions"] >= 0.8  # the aLoRA: 95 %
     assert not base.training
 
 
