@@ -158,8 +158,10 @@ def markdown(results: dict[str, Any]) -> str:
                 lines.append(f"| {kind} | {vocab} | "
                              + " | ".join(f"{100 * cell[f]:.1f}" for f in S.FAMILIES)
                              + f" | {100 * cell['mean']:.1f} |")
+    if not results.get("react"):
+        return "\n".join(lines)  # --react 0: no ReACT table to show
     lines += ["", "| ReACT tasks | thinking | first call right | solved |", "|---|---|---|---|"]
-    for mode, block in results.get("react", {}).items():
+    for mode, block in results["react"].items():
         for label, cell in block.items():
             lines.append(f"| {label} | {mode} | {100 * cell['first_call_accuracy']:.1f} | "
                          f"{100 * cell['solved']:.1f} |")

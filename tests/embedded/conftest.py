@@ -30,3 +30,9 @@ def train_script() -> ModuleType:
 def probe_script() -> ModuleType:
     """``scripts/probe_lookup.py`` as a module."""
     return _script("probe_lookup")
+
+
+@pytest.fixture(scope="session")
+def eval_script() -> ModuleType:
+    """``scripts/eval_embedded.py`` as a module."""
+    return _script("eval_embedded")
