@@ -111,3 +111,12 @@ class ToolArgumentsError(ToolError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.args[0], self.problems))
+
+
+class CheckFileError(MelleaLocalError, ValueError):
+    """A dataset or output file of ``check`` (or the Ray batch engine) cannot be used.
+
+    Raised before any model time is spent: a missing or unreadable input, a file that is not
+    JSONL or Parquet, Parquet without the needed columns, an output that is the input itself or
+    holds something other than check records.
+    """

@@ -42,28 +42,51 @@ def demo() -> None:
     run_demo()
 
 
-@app.command()
+CHECK_EPILOG = (
+    "Input: one JSON object per line (blank lines are ignored), e.g.\n\n"
+    "\b\n"
+    '{"id": 7, "messages": [{"role": "user", "content": "Capital of France?"},\n'
+    '                      {"role": "assistant", "content": "Paris."}],\n'
+    ' "requirements": ["Answer in one word.", "Mention paris."], "label": true}\n\n'
+    '"requirement": "..." may stand for a one-item list; "label" (optional) is one true/false '
+    "for every requirement or a list with one per requirement; \"id\" (optional) is copied "
+    "to the output. The last message must be the assistant turn the requirements judge.\n\n"
+    "Output: one JSON object per checked line: line, id, requirements, scores, verdicts "
+    "(score > 0.5) and, with labels, labels and correct. A rerun skips lines already there.\n\n"
+    "Exit status: 0 every line checked (or already done); 1 error, see the message; 3 the run "
+    "finished but some lines were malformed or failed (each listed with its line number); "
+    "--allow-bad-lines turns 3 into 0."
+)
+
+
+@app.command(epilog=CHECK_EPILOG)
 def check(
     input_path: Annotated[Path, typer.Argument(
         metavar="INPUT", help="JSONL dataset: messages, requirement(s), optional label.")],
     output: Annotated[Path, typer.Option(
-        "--output", "-o", help="JSONL of scores and verdicts; appended to, resumed from.")],
+        "--output", "-o", help="JSONL of scores and verdicts; appended to, resumed from. "
+        "Must not be the input.")],
     model: ModelOpt = EMBEDDED,
     adapter: AdapterOpt = None,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
+    allow_bad_lines: Annotated[bool, typer.Option(
+        "--allow-bad-lines", help="Exit 0 even when lines were malformed or failed (they are "
+        "still reported); without it such a run exits 3.")] = False,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
 
-    def work() -> None:
-        from mellea_local.cli.check import report, run_check
+    def work() -> int:
+        from mellea_local.cli.check import guard_paths, read_done, report, run_check
         from mellea_local.cli.options import add_cli_adapter, load_backend
 
         if not input_path.is_file():
             raise FileNotFoundError(
                 f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
+        guard_paths(input_path, output)
+        read_done(output)  # an unusable output fails here, before the model loads
         backend = load_backend(model, device=device, dtype=dtype)
         name = add_cli_adapter(backend, adapter) if adapter else None
         if name is None and not backend.supports_intrinsic("requirement-check"):
@@ -71,8 +94,11 @@ def check(
         output.parent.mkdir(parents=True, exist_ok=True)
         summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
+        return 3 if summary.errors and not allow_bad_lines else 0
 
-    run_guarded(debug, work)
+    code = run_guarded(debug, work)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

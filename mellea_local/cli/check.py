@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from rich.progress import (
 from rich.text import Text
 
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import CheckFileError
 from mellea_local.messages import Message
 
 THRESHOLD = 0.5
@@ -117,31 +119,74 @@ def parse_line(line: int, text: str) -> CheckItem:
     return CheckItem(line, turns, list(reqs), labels, obj.get("id"))
 
 
+def guard_paths(input_path: Path, output: Path) -> None:
+    """Refuse an output that is the input: appending results would corrupt the dataset."""
+    same = (output.exists() and input_path.exists() and os.path.samefile(input_path, output)) \
+        or output.resolve() == input_path.resolve()
+    if same:
+        raise CheckFileError(
+            f"The output {str(output)!r} is the input dataset itself; results would be appended "
+            "into the dataset. Pass -o a new file (or an earlier check output).")
+
+
 def read_done(output: Path) -> set[int]:
     """Input line numbers already in ``output``; a torn last record (crash mid-write) is cut.
 
     Only complete records count, so a rerun redoes the torn line instead of trusting half of it.
+    A complete last record that merely lacks its newline (an editor, ``head -c``) is kept and
+    terminated. Anything else in the file is not ours to truncate or append to: a line that is
+    not a check record raises ``CheckFileError`` naming it, so ``-o`` pointed at a dataset or
+    another file never loses a byte.
     """
     if not output.exists():
         return set()
     raw = output.read_bytes()
+    body, tail = raw, b""
     if raw and not raw.endswith(b"\n"):
-        raw = raw[: raw.rfind(b"\n") + 1]
-        output.write_bytes(raw)
+        cut = raw.rfind(b"\n") + 1
+        body, tail = raw[:cut], raw[cut:]
     done: set[int] = set()
-    for rec in _records(raw.decode("utf-8")):
-        if isinstance(rec.get("line"), int):
+    for number, row in enumerate(body.decode("utf-8", errors="replace").splitlines(), start=1):
+        if not row.strip():
+            continue
+        rec = _check_record(row)
+        if rec is None:
+            raise CheckFileError(
+                f"The output {str(output)!r} line {number} is not a check record; -o must name "
+                "a new file or the output of an earlier check run. Pass another -o.")
+        done.add(rec["line"])
+    if tail:
+        rec = _check_record(tail.decode("utf-8", errors="replace"))
+        if rec is not None:
+            with output.open("ab") as fh:  # complete, just unterminated: keep it
+                fh.write(b"\n")
             done.add(rec["line"])
+        elif tail.lstrip().startswith(b'{"line": '):
+            with output.open("r+b") as fh:  # our own record, torn by a crash mid-write
+                fh.truncate(len(body))
+        else:
+            raise CheckFileError(
+                f"The output {str(output)!r} ends with a line that is not a check record; -o "
+                "must name a new file or the output of an earlier check run. Pass another -o.")
     return done
+
+
+def _check_record(row: str) -> dict[str, Any] | None:
+    """``row`` parsed when it is one complete check output record, else None."""
+    try:
+        rec = json.loads(row)
+    except json.JSONDecodeError:
+        return None
+    if (isinstance(rec, dict) and isinstance(rec.get("line"), int)
+            and isinstance(rec.get("scores"), list)):
+        return rec
+    return None
 
 
 def _records(text: str) -> Iterator[dict[str, Any]]:
     for row in text.splitlines():
-        try:
-            rec = json.loads(row)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
+        rec = _check_record(row)
+        if rec is not None:
             yield rec
 
 
@@ -214,6 +259,7 @@ def run_check(
 ) -> CheckSummary:
     """Check every line of ``input_path`` not yet in ``output``, appending results."""
     err = console or Console(stderr=True, soft_wrap=True)
+    guard_paths(input_path, output)
     lines = input_path.read_text("utf-8").splitlines()
     done = read_done(output)
     summary = CheckSummary(total=len(lines))

@@ -90,7 +90,7 @@ def test_broken_lines_are_reported_and_skipped(cli_model, tmp_path):
     data.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.jsonl"
     result = _check(cli_model, data, out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # finished, but lines were skipped
     assert [r["line"] for r in read_jsonl(out)] == [1, 8]
     for number, words in [(2, "not valid JSON"), (3, "role 'bot'"), (4, "last message"),
                           (5, "requirements"), (6, "label")]:
@@ -167,7 +167,7 @@ def test_check_through_a_subprocess(cli_model, tmp_path):
         [sys.executable, "-m", "mellea_local", "check", str(data), "-o", str(out),
          "--model", str(model_dir), "--adapter", str(adapter_dir)],
         capture_output=True, text=True, env=env, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # line 2 was skipped
     records = read_jsonl(out)
     assert [r["line"] for r in records] == [1, 3]
     assert "line 2: skipped: expected a JSON object, got list" in proc.stderr
@@ -211,3 +211,66 @@ def test_parse_line_keeps_reasoning_content_and_refuses_a_non_string_one():
     with pytest.raises(LineError, match="reasoning_content"):
         parse_line(4, '{"messages": [{"role": "assistant", "content": "a", '
                       '"reasoning_content": 5}], "requirement": "r"}')
+
+
+def test_bad_lines_exit_3_unless_allowed(cli_model, tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text(row(1) + "\n{oops\n")
+    first = _check(cli_model, data, tmp_path / "a.jsonl")
+    assert first.exit_code == 3 and "line 2: skipped" in first.output
+    allowed = _check(cli_model, data, tmp_path / "b.jsonl", "--allow-bad-lines")
+    assert allowed.exit_code == 0 and "line 2: skipped" in allowed.output
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(row(1) + "\n\n")  # a blank line is not a bad line
+    assert _check(cli_model, clean, tmp_path / "c.jsonl").exit_code == 0
+
+
+def test_a_complete_last_record_without_newline_is_kept(cli_model, tmp_path):
+    """D8: the last record of an output that lacks its final newline used to be deleted."""
+    data = tmp_path / "data.jsonl"
+    data.write_text(row(1) + "\n" + row(2) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert _check(cli_model, data, out).exit_code == 0
+    out.write_text(out.read_text().rstrip("\n"))  # e.g. saved by an editor
+    kept = read_jsonl(out)
+    result = _check(cli_model, data, out)
+    assert result.exit_code == 0, result.output
+    assert read_jsonl(out) == kept and "checked 0 lines, 2 already done" in result.output
+
+
+def test_output_equal_to_input_is_refused_before_the_model_loads(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text(row(1) + "\n")
+    before = data.read_bytes()
+    for out in (data, tmp_path / "." / "data.jsonl"):
+        result = runner.invoke(app, ["check", str(data), "-o", str(out),
+                                     "--model", str(tmp_path / "no-such-model")])
+        assert result.exit_code == 1
+        assert "is the input dataset itself" in result.output, result.output
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(data)
+    result = runner.invoke(app, ["check", str(data), "-o", str(link)])
+    assert result.exit_code == 1 and "is the input dataset itself" in result.output
+    assert data.read_bytes() == before
+
+
+@pytest.mark.parametrize("content", [row(1) + "\n", row(1), "just some notes\n", "{}\n"])
+def test_an_output_that_is_not_check_records_is_left_untouched(tmp_path, content):
+    """-o naming a copy of a dataset (or any other file) must not be appended to or cut."""
+    data = tmp_path / "data.jsonl"
+    data.write_text(row(1) + "\n")
+    out = tmp_path / "other.jsonl"
+    out.write_text(content)
+    result = runner.invoke(app, ["check", str(data), "-o", str(out),
+                                 "--model", str(tmp_path / "no-such-model")])
+    assert result.exit_code == 1 and "not a check record" in result.output, result.output
+    assert out.read_text() == content
+
+
+def test_help_documents_the_input_format_and_exit_status():
+    result = runner.invoke(app, ["check", "--help"], terminal_width=120)
+    assert result.exit_code == 0
+    text = result.output
+    for words in ('"messages"', '"role": "assistant"', '"requirements"', '"label": true',
+                  "Exit status", "--allow-bad-lines"):
+        assert words in text, words
