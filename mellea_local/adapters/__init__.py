@@ -4,7 +4,10 @@
 - ``transformations``: the ``likelihood`` and ``nest`` output rules, and the one-forward-pass
   eligibility check (``FastPathSpec``);
 - ``library``: resolving a folder, an intrinsic name or a hub source into a ``ResolvedAdapter``;
-- ``catalog``: the pinned hub locations of public intrinsics.
+- ``catalog``: the pinned hub locations of public intrinsics;
+- ``kinds``: LoRA and aLoRA as two strategy objects (prompting, activation, batching);
+- ``loaded``: ``Adapter``, the record of an adapter a runner has loaded;
+- ``runner``: ``AdapterRunner``, the interface a backend implements so intrinsics can run.
 
 Loading weights into a model (``peft.PeftModel``) belongs to the backend.
 """
@@ -19,6 +22,15 @@ from mellea_local.adapters.catalog import (
     known_intrinsics,
 )
 from mellea_local.adapters.io_config import IOConfig
+from mellea_local.adapters.kinds import (
+    STRATEGIES,
+    AdapterKindStrategy,
+    AloraStrategy,
+    LoraStrategy,
+    TokenPrompt,
+    find_run,
+    strategy_for,
+)
 from mellea_local.adapters.library import (
     AdapterKind,
     AdapterSource,
@@ -32,6 +44,8 @@ from mellea_local.adapters.library import (
     read_adapter_folder,
     resolve_adapter,
 )
+from mellea_local.adapters.loaded import Adapter
+from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.adapters.transformations import (
     RULE_TYPES,
     FastPathSpec,
@@ -49,16 +63,23 @@ __all__ = [
     "GRANITELIB_CORE_REVISION",
     "REQUIREMENT_CHECK_IO_YAML",
     "RULE_TYPES",
+    "STRATEGIES",
+    "Adapter",
     "AdapterKind",
+    "AdapterKindStrategy",
+    "AdapterRunner",
     "AdapterSource",
+    "AloraStrategy",
     "FastPathSpec",
     "HubSource",
     "IOConfig",
     "IntrinsicCatalogEntry",
     "LikelihoodRule",
+    "LoraStrategy",
     "NestRule",
     "ResolvedAdapter",
     "TokenLogprob",
+    "TokenPrompt",
     "TransformationRule",
     "apply_transformations",
     "base_model_name",
@@ -67,8 +88,10 @@ __all__ = [
     "fast_path_spec",
     "fetch_from_hub",
     "find_in_library",
+    "find_run",
     "known_intrinsics",
     "library_subpath",
     "read_adapter_folder",
     "resolve_adapter",
+    "strategy_for",
 ]

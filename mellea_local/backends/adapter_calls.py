@@ -12,14 +12,17 @@ Every function here runs in a worker thread under the model lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import LogitsProcessorList
 
-from mellea_local.backends.adapter_registry import Adapter
+from mellea_local.adapters.loaded import Adapter
+from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.cache_compat import (
     cache_kwarg_name,
     crop_to,
@@ -29,31 +32,6 @@ from mellea_local.backends.cache_compat import (
 from mellea_local.backends.kv_cache import PrefixCache
 from mellea_local.backends.model_holder import ModelHolder
 from mellea_local.backends.stats import CacheStats
-from mellea_local.errors import AloraActivationError
-
-
-def find_run(ids: Sequence[int], run: Sequence[int]) -> int:
-    """Index of the last occurrence of ``run`` in ``ids``, or -1 (PEFT uses the last one)."""
-    n = len(run)
-    for start in range(len(ids) - n, -1, -1):
-        if list(ids[start:start + n]) == list(run):
-            return start
-    return -1
-
-
-def require_invocation(adapter: Adapter, fed: Sequence[int]) -> None:
-    """Refuse to run an aLoRA whose invocation tokens are not in the tokens it is fed.
-
-    PEFT would silently run the base model instead; a check that quietly ignores its adapter
-    returns a confident wrong answer.
-    """
-    if adapter.is_alora and find_run(fed, adapter.invocation_tokens or ()) < 0:
-        raise AloraActivationError(
-            f"aLoRA {adapter.name!r} would not activate: its invocation tokens "
-            f"{list(adapter.invocation_tokens or ())} do not occur in the {len(fed)} tokens fed "
-            "to it. Build the prompt so the invocation lies after the reused cache (in token "
-            "space), or use a plain LoRA."
-        )
 
 
 @dataclass
@@ -118,16 +96,14 @@ def last_logits(
     an aLoRA). With ``reuse`` (aLoRA only) the base cache of that prefix is reused and left
     base-only. Several rows run as one forward: the shared part once, then each suffix.
     """
-    invocation = list(adapter.invocation_tokens or ())
+    strategy = adapter.strategy
     suffixes = [list(r[shared:]) for r in rows]
-    if len(rows) > 1 and adapter.is_alora and not all(
-        find_run(s, invocation) == 0 and find_run(s[1:], invocation) < 0 for s in suffixes
-    ):
+    if len(rows) > 1 and not strategy.batchable(adapter, suffixes):
         # One offset must serve every suffix; if a requirement repeats the invocation, PEFT
         # would start the adapter there, so run such checks one by one instead.
         return torch.cat([last_logits(holder, prefix_cache, stats, adapter, [r], shared,
                                       reuse=reuse) for r in rows])
-    reuse = reuse and adapter.is_alora and prefix_cache.enabled
+    reuse = reuse and strategy.reuses_base_cache and prefix_cache.enabled
     model, kw = holder.model, cache_kwarg_name(holder.model)
     with holder.lock, torch.no_grad():
         holder.assert_base()
@@ -137,7 +113,7 @@ def last_logits(
             prefix = _Prefix(new_cache(model), 0)
         head = list(rows[0][prefix.reused : shared])
         for s in suffixes:
-            require_invocation(adapter, head + s if len(rows) == 1 else s)
+            strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
         if len(rows) == 1:
             kwargs: dict[str, Any] = {
                 "input_ids": torch.tensor([head + suffixes[0]], device=model.device),
@@ -145,8 +121,7 @@ def last_logits(
             }
         else:
             kwargs = _shared_batch(head, suffixes, prefix.reused, model.device)
-            if adapter.is_alora:
-                kwargs["alora_offsets"] = [sum(map(len, suffixes))]
+            kwargs.update(strategy.peft_forward_kwargs(sum(map(len, suffixes))))
         with holder.using(adapter.name) as peft:
             logits = peft(use_cache=True, **{kw: prefix.cache}, **kwargs).logits[0].float()
         if reuse:
@@ -173,13 +148,14 @@ def adapter_generate(
     The scores are the logits after every processor (e.g. the grammar mask), one tensor per
     generated token: what top-k logprobs are read from.
     """
-    reuse = reuse and adapter.is_alora and prefix_cache.enabled
+    strategy = adapter.strategy
+    reuse = reuse and strategy.reuses_base_cache and prefix_cache.enabled
     model, kw = holder.model, cache_kwarg_name(holder.model)
     with holder.lock, torch.no_grad():
         holder.assert_base()
         prefix = _checkout(prefix_cache, model, ids, shared) if reuse else None
         start = prefix.reused if prefix else 0
-        require_invocation(adapter, ids[start:])
+        strategy.require_activation(adapter, ids[start:])
         tensor = torch.tensor([list(ids)], device=model.device)
         kwargs: dict[str, Any] = {kw: prefix.cache if prefix else new_cache(model)}
         with holder.using(adapter.name) as peft:
@@ -197,3 +173,37 @@ def adapter_generate(
         stats.record(prefilled=len(ids) - start, reused=prefix.reused if prefix else 0)
     new_ids = out.sequences[0, len(ids):].tolist()
     return new_ids, [s[0].float() for s in out.scores]
+
+
+def compact_json_grammar(schema: Mapping[str, Any]) -> str:
+    """The llguidance grammar an intrinsic's output is held to: ``response_format`` with the
+    separators the adapters were trained on (``": "``, ``", "``) and no free whitespace."""
+    from llguidance import LLMatcher
+
+    return LLMatcher.grammar_from_json_schema(
+        json.dumps(schema),
+        overrides={"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+    )
+
+
+def token_logprobs(
+    tokenizer: Any, new_ids: Sequence[int], scores: Sequence[torch.Tensor], top_k: int
+) -> list[TokenLogprob]:
+    """Generated tokens up to end-of-text, each with its logprob and the top-k alternatives
+    under the processed scores (what a grammar allowed), as OpenAI-style entries."""
+    new_ids, scores = list(new_ids), list(scores)
+    eos = tokenizer.eos_token_id
+    if eos in new_ids:
+        cut = new_ids.index(eos)
+        new_ids, scores = new_ids[:cut], scores[:cut]
+    tokens = []
+    for token_id, step in zip(new_ids, scores, strict=True):
+        logp = torch.log_softmax(step, dim=-1)
+        top = torch.topk(logp, top_k)
+        alternatives = tuple(
+            (tokenizer.decode([int(i)]), float(v))
+            for v, i in zip(top.values, top.indices, strict=True) if math.isfinite(float(v))
+        )
+        tokens.append(TokenLogprob(tokenizer.decode([token_id]), float(logp[token_id]),
+                                   alternatives))
+    return tokens

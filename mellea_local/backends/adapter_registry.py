@@ -9,39 +9,21 @@ the shape of the module it attaches to.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from mellea_local.adapters import (
     AdapterKind,
-    FastPathSpec,
-    IOConfig,
     ResolvedAdapter,
     fast_path_spec,
 )
+from mellea_local.adapters.loaded import Adapter
 from mellea_local.errors import AdapterError
+
+__all__ = ["Adapter", "check_tokenizer_fit", "check_weight_fit", "describe", "intrinsic_of"]
 
 logger = logging.getLogger(__name__)
 
 _PEFT_PREFIX = "base_model.model."
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """A loaded adapter: what it is, where it came from, and how its output is read."""
-
-    name: str
-    kind: AdapterKind
-    path: Path
-    io_config: IOConfig
-    invocation_tokens: tuple[int, ...] | None
-    intrinsic: str | None
-    fast_path: FastPathSpec | None = field(default=None, repr=False)
-
-    @property
-    def is_alora(self) -> bool:
-        return self.kind == AdapterKind.ALORA
 
 
 def intrinsic_of(resolved: ResolvedAdapter) -> str | None:
@@ -105,9 +87,11 @@ def check_weight_fit(resolved: ResolvedAdapter, model: Any) -> None:
                 )
 
 
-def describe(resolved: ResolvedAdapter, name: str) -> Adapter:
-    """The ``Adapter`` record for a resolved folder, with its fast-path spec precomputed."""
+def describe(resolved: ResolvedAdapter, name: str, tokenizer: Any = None) -> Adapter:
+    """The ``Adapter`` record for a resolved folder, with its fast-path spec precomputed and,
+    given the tokenizer, its invocation spelled out (what prompt building looks for)."""
     io = resolved.io_config
+    inv = resolved.invocation_tokens
     return Adapter(
         name=name,
         kind=resolved.kind,
@@ -116,4 +100,6 @@ def describe(resolved: ResolvedAdapter, name: str) -> Adapter:
         invocation_tokens=resolved.invocation_tokens,
         intrinsic=intrinsic_of(resolved),
         fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
+        invocation_text=(tokenizer.decode(list(inv), skip_special_tokens=False)
+                         if inv and tokenizer is not None else None),
     )

@@ -19,7 +19,13 @@ import pydantic
 import torch
 
 from mellea_local.adapters import AdapterSource, resolve_adapter
-from mellea_local.backends.adapter_calls import adapter_generate, last_logits
+from mellea_local.adapters.transformations import TokenLogprob
+from mellea_local.backends.adapter_calls import (
+    adapter_generate,
+    compact_json_grammar,
+    last_logits,
+    token_logprobs,
+)
 from mellea_local.backends.adapter_registry import (
     Adapter,
     check_tokenizer_fit,
@@ -331,7 +337,7 @@ class LocalHFBackend(Backend):
                     f"PEFT could not load the adapter at {resolved.path} onto {self.model_id}: "
                     f"{exc}"
                 ) from exc
-        adapter = describe(resolved, name)
+        adapter = describe(resolved, name, self.tokenizer)
         self._adapters[name] = adapter
         return adapter
 
@@ -350,30 +356,40 @@ class LocalHFBackend(Backend):
                 f"No adapter for intrinsic {intrinsic!r} is loaded; call "
                 f"backend.add_adapter({intrinsic!r}) or pass an adapter folder."
             )
-        return min(serving, key=lambda a: not a.is_alora)
+        return min(serving, key=lambda a: a.strategy.preference)
 
     def supports_intrinsic(self, name: str) -> bool:
         return any(a.intrinsic == name for a in self._adapters.values())
 
-    async def adapter_last_logits(
+    # ----- the adapter-runner interface (mellea_local.adapters.runner.AdapterRunner) -----------
+
+    async def next_token_logprobs(
         self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
         reuse: bool = True,
     ) -> torch.Tensor:
-        """Next-token logits after each row with ``adapter`` on (see ``adapter_calls``)."""
-        return await asyncio.to_thread(
+        """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``)."""
+        logits = await asyncio.to_thread(
             last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows, shared,
             reuse=reuse,
         )
+        return torch.log_softmax(logits, dim=-1)
 
-    async def adapter_generate(
+    async def generate_with_adapter(
         self, adapter: Adapter, ids: Sequence[int], shared: int, *,
-        processors: Sequence[Any] = (), max_new_tokens: int = 16, reuse: bool = True,
-    ) -> tuple[list[int], list[torch.Tensor]]:
-        """Greedy generation with ``adapter`` on; new ids and processed scores per step."""
-        return await asyncio.to_thread(
+        json_schema: Mapping[str, Any] | None, max_new_tokens: int, top_logprobs: int,
+        reuse: bool = True,
+    ) -> list[TokenLogprob]:
+        """Greedy, schema-constrained generation with ``adapter`` on, with top-k logprobs."""
+        processors = []
+        if json_schema is not None:
+            processors.append(GrammarLogitsProcessor(
+                self.tokenizer, compact_json_grammar(json_schema),
+                self.model.get_output_embeddings().weight.shape[0], len(ids), fast_forward=True))
+        new_ids, scores = await asyncio.to_thread(
             adapter_generate, self._holder, self._prefix_cache, self.stats, adapter, ids,
             shared, processors=processors, max_new_tokens=max_new_tokens, reuse=reuse,
         )
+        return token_logprobs(self.tokenizer, new_ids, scores, top_logprobs)
 
     async def score_requirements(
         self,

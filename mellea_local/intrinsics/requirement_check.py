@@ -18,36 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from mellea_local.adapters import TokenLogprob, apply_transformations
-from mellea_local.backends.adapter_registry import Adapter
-from mellea_local.backends.constrained import GrammarLogitsProcessor
+from mellea_local.adapters import Adapter, AdapterRunner, TokenPrompt, apply_transformations
 from mellea_local.core.context import Context
-from mellea_local.errors import AloraActivationError, IntrinsicOutputError
+from mellea_local.errors import IntrinsicOutputError
 from mellea_local.rendering import to_chat_messages, to_message_dicts
 from mellea_local.requirements.requirement import Requirement, requirement_check_score
-
-if TYPE_CHECKING:
-    from mellea_local.backends.huggingface import LocalHFBackend
 
 INTRINSIC = "requirement-check"
 TOP_K = 10
 
 
-@dataclass
-class CheckPrompt:
-    """Token ids of one check and where the shared conversation prefix ends."""
-
-    ids: list[int]
-    shared: int
+CheckPrompt = TokenPrompt
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -55,8 +43,8 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
 
 
 def build_check_prompts(
-    backend: LocalHFBackend, ctx: Context, requirements: Sequence[str], adapter: Adapter
-) -> list[CheckPrompt]:
+    backend: AdapterRunner, ctx: Context, requirements: Sequence[str], adapter: Adapter
+) -> list[TokenPrompt]:
     """Token ids of each check: conversation, instruction turn, generation prompt.
 
     ``shared`` is the length of the conversation part every check has in common (up to the
@@ -77,43 +65,38 @@ def build_check_prompts(
         )
     history = to_message_dicts(messages)
     tokenizer = backend.tokenizer
+    before = tokenizer.apply_chat_template(history, add_generation_prompt=False, tokenize=False)
+
+    def encode(text: str) -> list[int]:
+        return _encode(tokenizer, text)
+
     prompts = []
     for requirement in requirements:
         turn = {"role": "user", "content": adapter.io_config.render_instruction(
             requirement=requirement)}
         text = tokenizer.apply_chat_template(
             [*history, turn], add_generation_prompt=True, tokenize=False)
-        prompts.append(_splice_invocation(tokenizer, text, adapter, turn["content"]))
+        prompts.append(adapter.strategy.build_prompt(
+            adapter, encode, text, _turn_start(before, text, turn["content"])))
     return prompts
 
 
-def _splice_invocation(
-    tokenizer: Any, text: str, adapter: Adapter, instruction: str
-) -> CheckPrompt:
-    turn_start = text.rfind(instruction)
-    if not adapter.is_alora:
-        # A LoRA adapts every token, so nothing is shared with the base cache; within one
-        # batch the conversation is still computed once for all checks.
-        head = _encode(tokenizer, text[: max(turn_start, 0)])
-        return CheckPrompt(head + _encode(tokenizer, text[max(turn_start, 0):]), len(head))
-    invocation = list(adapter.invocation_tokens or ())
-    inv_text = tokenizer.decode(invocation, skip_special_tokens=False)
-    at = text.find(inv_text, max(turn_start, 0))
-    if turn_start < 0 or at < 0:
-        raise AloraActivationError(
-            f"aLoRA {adapter.name!r} is invoked by {inv_text!r}, which the rendered check "
-            f"prompt does not contain; its io.yaml instruction ({adapter.io_config.source}) "
-            "must include the invocation text."
-        )
-    head = _encode(tokenizer, text[:at])
-    tail = _encode(tokenizer, text[at + len(inv_text):])
-    return CheckPrompt(head + invocation + tail, len(head))
+def _turn_start(before: str, text: str, instruction: str) -> int:
+    """Where the intrinsic's turn starts in ``text``: the end of the rendered conversation
+    when ``text`` extends it (the usual case), else the start of the instruction."""
+    common = 0
+    for a, b in zip(before, text, strict=False):
+        if a != b:
+            break
+        common += 1
+    at = text.rfind(instruction)
+    return common if 0 <= common <= at or at < 0 else at
 
 
 class _CategoryTokens:
     """For one adapter and tokenizer: the forced value prefix and each category's tokens."""
 
-    def __init__(self, backend: LocalHFBackend, adapter: Adapter) -> None:
+    def __init__(self, backend: AdapterRunner, adapter: Adapter) -> None:
         spec = adapter.fast_path
         assert spec is not None
         tokenizer = backend.tokenizer
@@ -139,7 +122,7 @@ _TABLES: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], _CategoryTokens]] 
 _TABLES_LOCK = threading.Lock()
 
 
-def _category_tokens(backend: LocalHFBackend, adapter: Adapter) -> _CategoryTokens:
+def _category_tokens(backend: AdapterRunner, adapter: Adapter) -> _CategoryTokens:
     key = (adapter.name, str(adapter.path))
     with _TABLES_LOCK:
         tables = _TABLES.setdefault(backend.tokenizer, {})
@@ -148,20 +131,20 @@ def _category_tokens(backend: LocalHFBackend, adapter: Adapter) -> _CategoryToke
         return tables[key]
 
 
-def uses_fast_path(backend: LocalHFBackend, adapter: Adapter) -> bool:
+def uses_fast_path(backend: AdapterRunner, adapter: Adapter) -> bool:
     return adapter.fast_path is not None and _category_tokens(backend, adapter).canonical
 
 
 async def _fast(
-    backend: LocalHFBackend, adapter: Adapter, prompts: list[CheckPrompt], *, reuse: bool
+    backend: AdapterRunner, adapter: Adapter, prompts: list[CheckPrompt], *, reuse: bool
 ) -> list[Any]:
     spec = adapter.fast_path
     assert spec is not None
     table = _category_tokens(backend, adapter)
     rows = [p.ids + table.forced for p in prompts]
     shared = min(p.shared for p in prompts)
-    logits = await backend.adapter_last_logits(adapter, rows, shared, reuse=reuse)
-    probs = torch.softmax(logits, dim=-1)
+    logprobs = await backend.next_token_logprobs(adapter, rows, shared, reuse=reuse)
+    probs = torch.exp(logprobs)
     results = []
     for row in probs:
         mass = {c: float(row[idx.to(row.device)].sum()) for c, idx in table.ids.items()}
@@ -170,42 +153,14 @@ async def _fast(
 
 
 async def _general(
-    backend: LocalHFBackend, adapter: Adapter, prompt: CheckPrompt, *, reuse: bool,
+    backend: AdapterRunner, adapter: Adapter, prompt: CheckPrompt, *, reuse: bool,
     max_new_tokens: int | None = None,
 ) -> Any:
-    from llguidance import LLMatcher
-
     io = adapter.io_config
-    tokenizer = backend.tokenizer
-    processors = []
-    schema = io.response_format_dict()
-    if schema is not None:
-        grammar = LLMatcher.grammar_from_json_schema(
-            json.dumps(schema),
-            overrides={"whitespace_flexible": False, "key_separator": ": ",
-                       "item_separator": ", "},
-        )
-        processors.append(GrammarLogitsProcessor(
-            tokenizer, grammar, backend.model.get_output_embeddings().weight.shape[0],
-            len(prompt.ids), fast_forward=True))
     budget = max_new_tokens or int(io.parameters.get("max_completion_tokens", 16))
-    new_ids, scores = await backend.adapter_generate(
-        adapter, prompt.ids, prompt.shared, processors=processors, max_new_tokens=budget,
-        reuse=reuse)
-    eos = tokenizer.eos_token_id
-    if eos in new_ids:
-        cut = new_ids.index(eos)
-        new_ids, scores = new_ids[:cut], scores[:cut]
-    tokens = []
-    for token_id, step in zip(new_ids, scores, strict=True):
-        logp = torch.log_softmax(step, dim=-1)
-        top = torch.topk(logp, TOP_K)
-        alternatives = tuple(
-            (tokenizer.decode([int(i)]), float(v))
-            for v, i in zip(top.values, top.indices, strict=True) if math.isfinite(float(v))
-        )
-        tokens.append(TokenLogprob(tokenizer.decode([token_id]), float(logp[token_id]),
-                                   alternatives))
+    tokens = await backend.generate_with_adapter(
+        adapter, prompt.ids, prompt.shared, json_schema=io.response_format_dict(),
+        max_new_tokens=budget, top_logprobs=TOP_K, reuse=reuse)
     text = "".join(t.token for t in tokens)
     try:
         parsed = json.loads(text)
@@ -219,7 +174,7 @@ async def _general(
 
 
 async def check_outputs(
-    backend: LocalHFBackend,
+    backend: AdapterRunner,
     ctx: Context,
     requirements: Sequence[str],
     *,
@@ -252,7 +207,7 @@ def _description(requirement: str | Requirement) -> str:
 
 async def arequirement_checks(
     context: Context,
-    backend: LocalHFBackend,
+    backend: AdapterRunner,
     requirements: Sequence[str | Requirement],
     model_options: dict[str, Any] | None = None,
     *,
@@ -267,7 +222,7 @@ async def arequirement_checks(
 
 async def arequirement_check(
     context: Context,
-    backend: LocalHFBackend,
+    backend: AdapterRunner,
     requirement: str | Requirement,
     model_options: dict[str, Any] | None = None,
     *,
@@ -292,7 +247,7 @@ def _run(coro: Any) -> Any:
 
 def requirement_check(
     context: Context,
-    backend: LocalHFBackend,
+    backend: AdapterRunner,
     requirement: str | Requirement,
     model_options: dict[str, Any] | None = None,
     *,
@@ -305,7 +260,7 @@ def requirement_check(
 
 def requirement_checks(
     context: Context,
-    backend: LocalHFBackend,
+    backend: AdapterRunner,
     requirements: Sequence[str | Requirement],
     model_options: dict[str, Any] | None = None,
     *,

@@ -223,7 +223,7 @@ async def test_invocation_is_spliced_in_token_space(check_backend, tiny_tokenize
     import copy
     from types import SimpleNamespace
 
-    from mellea_local.backends.adapter_calls import find_run
+    from mellea_local.adapters import find_run
 
     merging = copy.deepcopy(tiny_tokenizer)
     merging.add_tokens([">:"])

@@ -1,0 +1,183 @@
+"""LoRA and aLoRA as two small strategy objects behind one interface.
+
+What differs between the two kinds is small and local, so each difference is one hook here and
+every caller (prompt building, the runner's forward passes, choosing an adapter) calls the hook
+instead of branching on the kind - the way PEFT gives each LoRA variant an object
+(``ALoraLinearVariant``) rather than an ``if`` in the core path:
+
+- ``build_prompt``: where in a rendered prompt the adapter starts acting, in token space;
+- ``activation_start`` / ``require_activation``: where it starts in the tokens actually fed
+  (an aLoRA whose invocation is missing would silently run as the base model under PEFT);
+- ``reuses_base_cache``: whether the base model's K/V of the prefix is valid for it;
+- ``batchable``: whether several suffixes can share one forward;
+- ``peft_forward_kwargs``: what PEFT needs to place the adapter in a packed batch;
+- ``preference``: which kind serves an intrinsic when both are loaded.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from mellea_local.adapters.library import AdapterKind
+from mellea_local.errors import AloraActivationError
+
+if TYPE_CHECKING:
+    from mellea_local.adapters.loaded import Adapter
+
+Encode = Callable[[str], list[int]]
+"""Text -> token ids with no special tokens added (``encode(t, add_special_tokens=False)``)."""
+
+
+@dataclass(frozen=True)
+class TokenPrompt:
+    """Token ids fed to an adapter, and where the part it shares with the base model ends.
+
+    ``shared`` counts the leading tokens whose K/V the adapter computes exactly as the base
+    model does (up to the invocation for an aLoRA; the conversation for a LoRA, which within
+    one batch is still computed once for all rows, but never taken from the base cache).
+    """
+
+    ids: list[int]
+    shared: int
+
+
+def find_run(ids: Sequence[int], run: Sequence[int]) -> int:
+    """Index of the last occurrence of ``run`` in ``ids``, or -1 (PEFT uses the last one)."""
+    n = len(run)
+    if n == 0:
+        return -1
+    target = list(run)
+    for start in range(len(ids) - n, -1, -1):
+        if list(ids[start:start + n]) == target:
+            return start
+    return -1
+
+
+class AdapterKindStrategy(ABC):
+    """How one adapter kind is prompted, fed and batched. Stateless: one instance per kind."""
+
+    kind: ClassVar[AdapterKind]
+    reuses_base_cache: ClassVar[bool]
+    """True when every token before the adapter's start keeps its base-model K/V."""
+    preference: ClassVar[int]
+    """Lower serves an intrinsic first when adapters of both kinds are loaded for it."""
+
+    @abstractmethod
+    def build_prompt(
+        self, adapter: Adapter, encode: Encode, text: str, turn_start: int
+    ) -> TokenPrompt:
+        """Token ids of the rendered prompt ``text``; ``turn_start`` is where, in ``text``,
+        the intrinsic's own turn begins (everything before it is the conversation)."""
+
+    @abstractmethod
+    def activation_start(self, adapter: Adapter, fed: Sequence[int]) -> int:
+        """Index in ``fed`` from which the adapter acts, or -1 when it would not act at all."""
+
+    def require_activation(self, adapter: Adapter, fed: Sequence[int]) -> None:
+        """Refuse a forward in which the adapter would not act on the tokens fed."""
+        if self.activation_start(adapter, fed) < 0:
+            raise AloraActivationError(
+                f"aLoRA {adapter.name!r} would not activate: its invocation tokens "
+                f"{list(adapter.invocation_tokens or ())} do not occur in the {len(fed)} tokens "
+                "fed to it. Build the prompt so the invocation lies after the reused cache (in "
+                "token space), or use a plain LoRA."
+            )
+
+    @abstractmethod
+    def batchable(self, adapter: Adapter, suffixes: Sequence[Sequence[int]]) -> bool:
+        """Whether the suffixes can run in one packed forward after a common prefix."""
+
+    @abstractmethod
+    def peft_forward_kwargs(self, suffix_tokens: int) -> dict[str, Any]:
+        """Extra PEFT forward arguments for a packed batch whose suffixes total
+        ``suffix_tokens`` tokens (the adapter must act on exactly those)."""
+
+
+class LoraStrategy(AdapterKindStrategy):
+    """A plain LoRA adapts every token: nothing is shared with the base cache."""
+
+    kind: ClassVar[AdapterKind] = AdapterKind.LORA
+    reuses_base_cache: ClassVar[bool] = False
+    preference: ClassVar[int] = 1
+
+    def build_prompt(
+        self, adapter: Adapter, encode: Encode, text: str, turn_start: int
+    ) -> TokenPrompt:
+        head = encode(text[:turn_start])
+        return TokenPrompt(head + encode(text[turn_start:]), len(head))
+
+    def activation_start(self, adapter: Adapter, fed: Sequence[int]) -> int:
+        return 0
+
+    def batchable(self, adapter: Adapter, suffixes: Sequence[Sequence[int]]) -> bool:
+        return True
+
+    def peft_forward_kwargs(self, suffix_tokens: int) -> dict[str, Any]:
+        return {}
+
+
+class AloraStrategy(AdapterKindStrategy):
+    """An aLoRA acts from the last occurrence of its invocation tokens on (as PEFT places it).
+
+    Every token before the invocation is computed exactly as by the base model, so the base
+    cache of the conversation serves it as-is.
+    """
+
+    kind: ClassVar[AdapterKind] = AdapterKind.ALORA
+    reuses_base_cache: ClassVar[bool] = True
+    preference: ClassVar[int] = 0
+
+    def build_prompt(
+        self, adapter: Adapter, encode: Encode, text: str, turn_start: int
+    ) -> TokenPrompt:
+        """Locate the invocation, keeping it intact in token space.
+
+        Where the rendered text spells the invocation (its last occurrence, at or after the
+        intrinsic's turn), the invocation ids are spliced in at that point: BPE may otherwise
+        merge its last token with the next character (``<requirements>:``) and the ids would
+        never spell it. Otherwise the invocation is looked for in the ids of the whole text,
+        which finds invocations built from chat-template tokens (a role header).
+        """
+        invocation = list(adapter.invocation_tokens or ())
+        spelled = adapter.invocation_text or ""
+        at = text.rfind(spelled) if spelled else -1
+        if at >= turn_start:
+            head = encode(text[:at])
+            return TokenPrompt(head + invocation + encode(text[at + len(spelled):]), len(head))
+        ids = encode(text)
+        start = find_run(ids, invocation)
+        if start < 0 or start < len(encode(text[:turn_start])):
+            raise AloraActivationError(
+                f"aLoRA {adapter.name!r} is invoked by {spelled!r} (ids {invocation}), which "
+                "the rendered intrinsic turn does not contain, neither as text nor as tokens; "
+                f"its io.yaml instruction ({adapter.io_config.source}) or the chat template's "
+                "role header must produce the invocation."
+            )
+        return TokenPrompt(ids, start)
+
+    def activation_start(self, adapter: Adapter, fed: Sequence[int]) -> int:
+        return find_run(fed, adapter.invocation_tokens or ())
+
+    def batchable(self, adapter: Adapter, suffixes: Sequence[Sequence[int]]) -> bool:
+        # One offset serves the packed batch: each suffix must start with the invocation and
+        # not repeat it (PEFT would start the adapter at a repeat).
+        invocation = adapter.invocation_tokens or ()
+        return all(find_run(s, invocation) == 0 for s in suffixes)
+
+    def peft_forward_kwargs(self, suffix_tokens: int) -> dict[str, Any]:
+        return {"alora_offsets": [suffix_tokens]}
+
+
+STRATEGIES: Mapping[AdapterKind, AdapterKindStrategy] = MappingProxyType(
+    {strategy.kind: strategy for strategy in (LoraStrategy(), AloraStrategy())}
+)
+"""The strategy of each adapter kind."""
+
+
+def strategy_for(kind: AdapterKind) -> AdapterKindStrategy:
+    """The strategy object of an adapter kind."""
+    return STRATEGIES[kind]
