@@ -94,6 +94,39 @@ class IntrinsicOutputError(MelleaLocalError, ValueError):
     """
 
 
+class IntrinsicError(MelleaLocalError, ValueError):
+    """An intrinsic call cannot run as asked (bad context, options or variables)."""
+
+
+class IntrinsicInputError(IntrinsicError):
+    """The context cannot be judged by this intrinsic (empty, or ending with the wrong turn)."""
+
+
+class IntrinsicOptionError(IntrinsicError):
+    """A model option means nothing to an intrinsic call (it decodes greedily and reads
+    probabilities), or has a value it cannot honour; ``option`` names it."""
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.option))
+
+
+class IntrinsicVariableError(IntrinsicError, TypeError):
+    """An intrinsic's instruction names a variable the call did not pass, or the call passed
+    one the instruction does not name (a ``TypeError`` too, like a wrong keyword argument)."""
+
+
+class NotAnAdapterRunnerError(MelleaLocalError, TypeError):
+    """An intrinsic was called on a backend that cannot run adapters (no ``AdapterRunner``)."""
+
+
+class SyncInEventLoopError(MelleaLocalError, RuntimeError):
+    """A synchronous wrapper was called inside a running event loop; await its twin."""
+
+
 class EmbeddedModelError(MelleaLocalError, ValueError):
     """The embedded model family cannot be built as asked (sizes that do not fit together)."""
 

@@ -8,6 +8,7 @@ adapters. Each stage lives in its own module.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -19,6 +20,7 @@ import pydantic
 import torch
 
 from mellea_local.adapters import AdapterSource, resolve_adapter
+from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_calls import (
     adapter_generate,
@@ -45,6 +47,7 @@ from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
+from mellea_local.intrinsics.requirement_check import ascore_requirements
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, merge_options, split_options
 from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
@@ -311,14 +314,21 @@ class LocalHFBackend(Backend):
         *,
         name: str | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
+        intrinsic: str | None = None,
     ) -> Adapter:
         """Load an adapter folder, or an intrinsic (e.g. ``"requirement-check"``) by name.
 
         An intrinsic name is looked up in the adapter libraries (``roots``, default: the
-        bundled ones) for this base model, preferring an aLoRA. The adapter must fit this
-        model and tokenizer; a clash of names is an error.
+        bundled ones) for this base model, preferring an aLoRA. The intrinsic an adapter
+        serves comes from ``intrinsic=``, else from the library layout
+        (``<intrinsic>/<base>/<alora|lora>/``). The adapter must fit this model and tokenizer,
+        its io.yaml must use only features this package implements (``check_supported``), and
+        a clash of names is an error.
         """
         resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
+        if intrinsic is not None:
+            resolved = dataclasses.replace(resolved, intrinsic=require_intrinsic_name(intrinsic))
+        resolved.io_config.check_supported()
         kind = resolved.kind.value
         name = name or f"{intrinsic_of(resolved) or resolved.path.name}_{kind}"
         if name in self._adapters:
@@ -399,11 +409,9 @@ class LocalHFBackend(Backend):
         intrinsic_name: str = "requirement-check",
         model_options: dict[str, Any] | None = None,
     ) -> list[str]:
-        from mellea_local.intrinsics.requirement_check import check_outputs
-
-        return await check_outputs(
-            self, ctx, descriptions, adapter=self.adapter_for(intrinsic_name)
-        )
+        """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
+        return await ascore_requirements(self, ctx, descriptions, intrinsic_name=intrinsic_name,
+                                         model_options=model_options)
 
     @classmethod
     def embedded(

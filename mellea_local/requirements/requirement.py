@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -17,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import AdapterSchemaMismatchError
+from mellea_local.intrinsics.score import REQUIREMENT_CHECK, requirement_check_value
 
 if TYPE_CHECKING:
     from mellea_local.core.context import Context
 
 logger = logging.getLogger(__name__)
 
-REQUIREMENT_CHECK = "requirement-check"
 
 ValidationFn = Callable[["Context"], "ValidationResult | bool | Awaitable[ValidationResult | bool]"]
 
@@ -111,16 +109,6 @@ def default_output_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
     return "YES" in re.split(r"\W+", text)
 
 
-def _schema_error(observed: object, expected: set[str], note: str) -> AdapterSchemaMismatchError:
-    keys = observed.keys() if isinstance(observed, dict) else ()
-    err = AdapterSchemaMismatchError(REQUIREMENT_CHECK, keys, expected)
-    err.add_note(
-        f'{note} Expected {{"requirement_check": {{"score": p}}}} with p a finite number '
-        "in [0, 1]; check the adapter's io.yaml transformations (likelihood, then nest)."
-    )
-    return err
-
-
 def requirement_check_score(x: CBlock | ModelOutputThunk[Any] | str) -> float:
     """The probability in a requirement-check output ``{"requirement_check": {"score": p}}``.
 
@@ -128,20 +116,7 @@ def requirement_check_score(x: CBlock | ModelOutputThunk[Any] | str) -> float:
     ``AdapterSchemaMismatchError`` for JSON of the wrong shape or a score that is missing,
     a bool, not a real number, not finite, or outside [0, 1].
     """
-    data = json.loads(_as_text(x))
-    if not isinstance(data, dict):
-        raise _schema_error(data, {"requirement_check"}, f"The output is a {type(data).__name__}.")
-    check = data.get("requirement_check")
-    if not isinstance(check, dict):
-        raise _schema_error(data, {"requirement_check"}, "requirement_check is not an object.")
-    if "score" not in check:
-        raise _schema_error(check, {"score"}, "requirement_check has no score.")
-    score = check["score"]
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise _schema_error(check, {"score"}, f"The score is {score!r}, not a number.")
-    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
-        raise _schema_error(check, {"score"}, f"The score {score!r} is not in [0, 1].")
-    return float(score)
+    return requirement_check_value(json.loads(_as_text(x)))
 
 
 def requirement_check_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:

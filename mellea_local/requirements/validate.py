@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.errors import AdapterSchemaMismatchError, MelleaLocalError
+from mellea_local.intrinsics.score import requirement_check_value
 from mellea_local.messages import Message
 from mellea_local.requirements.requirement import (
     REQUIREMENT_CHECK,
@@ -111,6 +114,37 @@ async def _judge(
     return ValidationResult(verdict, reason=reason, thunk=mot, context=ctx)
 
 
+async def _scores(
+    name: str,
+    descriptions: list[str],
+    ctx: Context,
+    backend: Backend,
+    model_options: dict[str, Any] | None,
+) -> tuple[list[float], list[str]]:
+    """Each description's score and the intrinsic's output text.
+
+    An adapter runner hands the scores over as numbers (the text is built from them for the
+    thunk); any other backend answers through the peer's ``score_requirements`` text.
+    """
+    if isinstance(backend, AdapterRunner):
+        from mellea_local.intrinsics.requirement_check import check_results
+
+        adapter = backend.adapter_for(name)
+        results = await check_results(backend, ctx, descriptions, adapter=adapter,
+                                      model_options=model_options)
+        scores = [requirement_check_value(r, adapter.name) for r in results]
+        return scores, [json.dumps(r) for r in results]
+    outputs = await backend.score_requirements(
+        ctx, descriptions, intrinsic_name=name, model_options=model_options
+    )
+    if len(outputs) != len(descriptions):
+        raise MelleaLocalError(
+            f"{type(backend).__name__}.score_requirements returned {len(outputs)} results for "
+            f"{len(descriptions)} requirements; a backend must return one result per description."
+        )
+    return [requirement_check_score(text) for text in outputs], list(outputs)
+
+
 async def _score_batch(
     name: str,
     batch: list[Requirement],
@@ -119,17 +153,9 @@ async def _score_batch(
     model_options: dict[str, Any] | None,
 ) -> list[ValidationResult]:
     descriptions = [r.description or "" for r in batch]
-    outputs = await backend.score_requirements(
-        ctx, descriptions, intrinsic_name=name, model_options=model_options
-    )
-    if len(outputs) != len(batch):
-        raise MelleaLocalError(
-            f"{type(backend).__name__}.score_requirements returned {len(outputs)} results for "
-            f"{len(batch)} requirements; a backend must return one result per description."
-        )
+    scores, outputs = await _scores(name, descriptions, ctx, backend, model_options)
     results = []
-    for r, text in zip(batch, outputs, strict=True):
-        score = requirement_check_score(text)
+    for r, score, text in zip(batch, scores, outputs, strict=True):
         verdict = score > 0.5
         state = "satisfied" if verdict else "not satisfied"
         results.append(

@@ -1,0 +1,112 @@
+"""The public generic call: ``intrinsic(backend, name, context, **variables) -> dict``.
+
+Top to bottom: pick the adapter serving ``name`` on the runner, bind its io.yaml into an
+``Intrinsic``, validate the options, build one prompt per call in token space, then score them
+all in one batch (fast path) or one by one (general path). The result is the io.yaml's output
+shape, with numbers as numbers (requirement-check: ``{"requirement_check": {"score": p}}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mellea_local.adapters import Adapter, AdapterRunner
+from mellea_local.core.context import Context
+from mellea_local.errors import NotAnAdapterRunnerError, SyncInEventLoopError
+from mellea_local.intrinsics.intrinsic import Intrinsic
+from mellea_local.intrinsics.options import scoring_options
+from mellea_local.intrinsics.prompt import build_prompts
+from mellea_local.intrinsics.scoring import fast_path_for, score_fast, score_general
+
+T = TypeVar("T")
+
+
+def as_runner(backend: Any) -> AdapterRunner:
+    """``backend`` when it implements ``AdapterRunner``; a typed error naming it otherwise."""
+    if not isinstance(backend, AdapterRunner):
+        raise NotAnAdapterRunnerError(
+            f"{type(backend).__name__} cannot run intrinsics: it does not implement "
+            "mellea_local.adapters.AdapterRunner (tokenizer, adapter_for, next_token_logprobs, "
+            "generate_with_adapter). Use LocalHFBackend or another adapter runner."
+        )
+    return backend
+
+
+async def aintrinsic_batch(
+    backend: AdapterRunner,
+    name: str,
+    context: Context,
+    calls: Sequence[Mapping[str, Any]],
+    *,
+    adapter: str | Adapter | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    reuse: bool = True,
+    fast: bool = True,
+) -> list[Any]:
+    """Results of several calls of one intrinsic over one conversation, batched.
+
+    ``calls`` holds each call's variables; ``adapter`` is a loaded adapter's name or record.
+    ``reuse`` and ``fast`` exist for benchmarks and
+    exactness tests: turning them off gives the slow paths the fast one must agree with.
+    """
+    runner = as_runner(backend)
+    chosen = adapter if isinstance(adapter, Adapter) else runner.adapter_for(name, name=adapter)
+    intrinsic = Intrinsic.for_adapter(chosen)
+    tokenizer = runner.tokenizer
+    options = scoring_options(model_options, getattr(tokenizer, "chat_template", None))
+    if not calls:
+        return []
+    prompts = build_prompts(tokenizer, intrinsic, chosen, context, calls, options)
+    spec = fast_path_for(runner, intrinsic) if fast else None
+    if spec is not None:
+        return await score_fast(runner, intrinsic, chosen, spec, prompts, options, reuse=reuse)
+    return [await score_general(runner, intrinsic, chosen, p, options, reuse=reuse)
+            for p in prompts]
+
+
+async def aintrinsic(
+    backend: AdapterRunner,
+    name: str,
+    context: Context,
+    *,
+    adapter: str | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    **variables: Any,
+) -> Any:
+    """Run intrinsic ``name`` on ``context``; the result has the io.yaml's output shape.
+
+    ``variables`` fill the ``{names}`` of the io.yaml instruction (``requirement=...`` for
+    requirement-check); a missing or unknown one is an ``IntrinsicVariableError``. ``adapter``
+    picks a loaded adapter by name (default: the preferred one serving ``name``).
+    """
+    [result] = await aintrinsic_batch(backend, name, context, [variables], adapter=adapter,
+                                      model_options=model_options)
+    return result
+
+
+def run_sync(coro: Coroutine[Any, Any, T], twin: str) -> T:
+    """Run a coroutine from synchronous code; inside an event loop, name the async twin."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise SyncInEventLoopError(
+        f"This is the synchronous form; inside a running event loop, await {twin} instead."
+    )
+
+
+def intrinsic(
+    backend: AdapterRunner,
+    name: str,
+    context: Context,
+    *,
+    adapter: str | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    **variables: Any,
+) -> Any:
+    """Synchronous ``aintrinsic``."""
+    return run_sync(aintrinsic(backend, name, context, adapter=adapter,
+                               model_options=model_options, **variables), "aintrinsic")
