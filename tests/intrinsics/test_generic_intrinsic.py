@@ -37,7 +37,9 @@ CATEGORIES = {"good": 1.0, "bad": 0.0, "unsure": 0.5}
 IO_YAML = f"""\
 model: null
 response_format: |
-  {{"type": "object", "properties": {{"verdict": {{"type": "string", "enum": ["good", "bad", "unsure"]}}}}, "required": ["verdict"], "additionalProperties": false}}
+  {{"type": "object", "properties": {{"verdict": {{"type": "string",
+    "enum": ["good", "bad", "unsure"]}}}}, "required": ["verdict"],
+    "additionalProperties": false}}
 transformations:
   - type: likelihood
     categories_to_values: {json.dumps(CATEGORIES)}
@@ -47,7 +49,8 @@ transformations:
     field_name: answer_quality
 instruction: |-
   {INVOCATION} Question: {{question}}
-  Rate the assistant's answer. Reply with {{{{"verdict": "good"}}}}, {{{{"verdict": "bad"}}}} or {{{{"verdict": "unsure"}}}}.
+  Rate the assistant's answer. Reply with {{{{"verdict": "good"}}}},
+  {{{{"verdict": "bad"}}}} or {{{{"verdict": "unsure"}}}}.
 parameters:
   max_completion_tokens: 12
 """
