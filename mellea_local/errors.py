@@ -15,6 +15,10 @@ class MelleaLocalError(Exception):
     """Base class of the package's own exceptions."""
 
 
+class ThunkStateError(MelleaLocalError, AttributeError):
+    """A write would break a finished output's invariants (computed, value a str)."""
+
+
 class ComponentParseError(MelleaLocalError):
     """A component could not turn a model output into its parsed representation."""
 

@@ -164,7 +164,7 @@ class Message(Component["Message"]):
 
     def _parse(self, computed: ModelOutputThunk[Any]) -> Message:
         """The model's answer to a message is an assistant message carrying its metadata."""
-        calls = list(computed.tool_calls.values()) if computed.tool_calls else None
+        calls = list(computed.tool_calls) if computed.tool_calls else None
         return Message(
             "assistant", computed.value or "", thinking=computed.thinking, tool_calls=calls
         )
@@ -240,7 +240,7 @@ def _linear_entries(ctx: Context) -> list[Span]:
 
 
 def _assistant_message(mot: ModelOutputThunk[Any], content: str) -> Message:
-    calls = list(mot.tool_calls.values()) if mot.tool_calls else None
+    calls = list(mot.tool_calls) if mot.tool_calls else None
     return Message("assistant", content, thinking=mot.thinking, tool_calls=calls)
 
 

@@ -26,7 +26,7 @@ class Reply:
 
     text: str
     thinking: str | None = None
-    tool_calls: dict[str, ModelToolCall] | None = None
+    tool_calls: list[ModelToolCall] | None = None
     chunk_size: int = 3
 
 

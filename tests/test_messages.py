@@ -124,7 +124,7 @@ def test_format_for_llm_declares_role_thinking_and_tool_metadata():
 
 def test_parse_builds_an_assistant_message_with_thinking_and_tool_calls():
     call = ModelToolCall("add", add, {"a": 1, "b": 2}, "call_1")
-    mot = ModelOutputThunk("the sum", thinking="easy", tool_calls={"add": call})
+    mot = ModelOutputThunk("the sum", thinking="easy", tool_calls=[call])
     parsed = Message("user", "add 1 and 2")._parse(mot)
     assert fields(parsed) == ("assistant", "the sum", "easy", [call.as_chat_dict()], None)
     assert Message("user", "q")._parse(ModelOutputThunk("plain")).tool_calls is None
@@ -218,7 +218,7 @@ def test_generic_history_rules_for_each_entry_kind():
     entries = [
         msg,
         ModelOutputThunk("v", parsed_repr=parsed_msg),
-        ModelOutputThunk("v", parsed_repr="str parse", thinking="th", tool_calls={"add": call}),
+        ModelOutputThunk("v", parsed_repr="str parse", thinking="th", tool_calls=[call]),
         ModelOutputThunk("only value", thinking="th2"),
         ModelOutputThunk("v", parsed_repr={"k": 1}),
         CBlock("plain"),

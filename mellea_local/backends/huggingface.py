@@ -44,6 +44,7 @@ from mellea_local.backends.stats import CacheStats
 from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
+from mellea_local.core.generation import RawProviderResponse
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
@@ -264,6 +265,10 @@ class LocalHFBackend(Backend):
         if hit_stop:
             text = text[: -len(hit_stop)]
         mot.meta["raw_text"] = text
+        mot.generation.model = self.model_id
+        mot.generation.provider = "huggingface"
+        mot.generation.streaming = request.on_text is not None
+        mot.raw = RawProviderResponse(provider="huggingface", response=text)
         mot.usage = {
             "prompt_tokens": len(request.prompt_ids),
             "completion_tokens": len(gen.new_ids),
@@ -292,7 +297,7 @@ class LocalHFBackend(Backend):
         mot.value = parsed.content
         mot.thinking = parsed.thinking
         if parsed.tool_calls:
-            mot.tool_calls = _tool_call_map(parsed, tools)
+            mot.tool_calls = _tool_call_list(parsed, tools)
         if parsed.truncated_thinking or not (gen.stopped_by_eos or hit_stop or gen.cancelled):
             mot.finish_reason = "length"
         elif parsed.tool_calls:
@@ -454,19 +459,14 @@ class LocalHFBackend(Backend):
             backend.add_adapter(found.path, name=f"requirement-check_{kind}")
         return backend
 
-def _tool_call_map(
+def _tool_call_list(
     parsed: ParsedResponse, tools: Mapping[str, tuple[Any, dict[str, Any]]]
-) -> dict[str, ModelToolCall]:
-    """Calls keyed by tool name in call order; a repeated name gets a ``#2``-style suffix."""
-    calls: dict[str, ModelToolCall] = {}
-    for call in parsed.tool_calls:
-        key, n = call.name, 1
-        while key in calls:
-            n += 1
-            key = f"{call.name}#{n}"
-        tool = tools.get(call.name, (None, None))[0]
-        calls[key] = ModelToolCall(
-            call.name, tool, dict(call.arguments), tool_call_id=call.id, error=call.error,
-            raw_arguments=call.raw_arguments,
+) -> list[ModelToolCall]:
+    """The calls in the order the model wrote them, each bound to the tool that serves it."""
+    return [
+        ModelToolCall(
+            call.name, tools.get(call.name, (None, None))[0], dict(call.arguments),
+            tool_call_id=call.id, error=call.error, raw_arguments=call.raw_arguments,
         )
-    return calls
+        for call in parsed.tool_calls
+    ]

@@ -66,7 +66,7 @@ class StepPrinter(Backend):
             self._say("thought", mot.thinking.strip(), "dim")
         if mot.value and mot.value.strip():
             self._say("says", mot.value.strip(), "white")
-        for call in (mot.tool_calls or {}).values():
+        for call in mot.tool_calls or []:
             args = call.raw_arguments if call.error else json.dumps(call.args)
             self._say("  tool call", f"{call.name}({args})", "cyan")
         if not mot.tool_calls:

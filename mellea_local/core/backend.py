@@ -18,8 +18,24 @@ if TYPE_CHECKING:
     from mellea_local.core.thunk import ModelOutputThunk
 
 
-class Backend(abc.ABC):
-    """A model that turns a context plus an action into an output."""
+class _BackendMeta(abc.ABCMeta):
+    """Counts ``_generate_from_context`` (the peer's hook) as implementing generation."""
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: Any):
+        cls = super().__new__(mcls, name, bases, ns, **kw)
+        hook = getattr(cls, "_generate_from_context", None)
+        if hook is not None and not getattr(hook, "_default_hook", False):
+            cls.__abstractmethods__ = cls.__abstractmethods__ - {"generate_from_context"}
+        return cls
+
+
+class Backend(metaclass=_BackendMeta):
+    """A model that turns a context plus an action into an output.
+
+    A subclass implements either ``generate_from_context`` or, as the peer library's backends
+    do, the ``_generate_from_context`` hook with the same signature (the public method calls
+    it), so a backend written for the peer works here unchanged.
+    """
 
     # Route plain Requirements to the requirement-check adapter when one is available
     # (instead of asking the model for a yes/no answer).
@@ -41,6 +57,26 @@ class Backend(abc.ABC):
         ``ctx.add(action).add(thunk)``. ``format`` is a pydantic model the output must match;
         ``tool_calls`` lets the model call the tools declared in the context and action.
         """
+        return await self._generate_from_context(
+            action, ctx, format=format, model_options=model_options, tool_calls=tool_calls
+        )
+
+    async def _generate_from_context(
+        self,
+        action: Span,
+        ctx: Context,
+        *,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+    ) -> tuple[ModelOutputThunk[Any], Context]:
+        """The peer library's extension point; override this or ``generate_from_context``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither generate_from_context nor "
+            "_generate_from_context; override one of them."
+        )
+
+    _generate_from_context._default_hook = True  # type: ignore[attr-defined]
 
     def supports_intrinsic(self, name: str) -> bool:
         """Whether ``score_requirements(..., intrinsic_name=name)`` can run here."""
@@ -63,3 +99,4 @@ class Backend(abc.ABC):
             f"{type(self).__name__} cannot score requirements with {intrinsic_name!r}; use a "
             "backend whose supports_intrinsic() accepts it, or an LLMaJRequirement."
         )
+

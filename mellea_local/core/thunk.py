@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from mellea_local.core.component import Component, parse
+from mellea_local.core.generation import GenerateLog, GenerationMetadata, RawProviderResponse
 from mellea_local.core.tool_call import ModelToolCall
+from mellea_local.errors import ThunkStateError
 
 S = TypeVar("S")
 
@@ -50,6 +53,7 @@ _GENERATION_FIELDS = (
     "_post_process",
     "_deltas",
     "_iterating",
+    "_started_at",
 )
 
 
@@ -57,9 +61,10 @@ class ModelOutputThunk(Generic[S]):
     """The output of one generation; computed when built with a value.
 
     Fields: ``value`` (text), ``parsed_repr`` (what the action parsed it into), ``thinking``,
-    ``tool_calls`` (tool name -> ``ModelToolCall`` in call order, or None), ``usage``
-    (``prompt_tokens``/``completion_tokens``/``total_tokens`` or None), ``finish_reason``
-    and ``meta`` (free-form, for backends and logs).
+    ``tool_calls`` (a list of ``ModelToolCall`` in the order the model wrote them, or None),
+    ``generation`` (``GenerationMetadata``: usage, model, provider, time to first token, finish
+    reasons; ``usage`` and ``finish_reason`` read and write it), ``raw`` (the provider's
+    payload), ``generate_log`` and ``meta`` (free-form, for backends and logs).
     """
 
     def __init__(
@@ -67,7 +72,7 @@ class ModelOutputThunk(Generic[S]):
         value: str | None = None,
         meta: dict[str, Any] | None = None,
         parsed_repr: S | None = None,
-        tool_calls: dict[str, ModelToolCall] | None = None,
+        tool_calls: list[ModelToolCall] | None = None,
         *,
         thinking: str | None = None,
         usage: dict[str, int] | None = None,
@@ -83,6 +88,9 @@ class ModelOutputThunk(Generic[S]):
         self.parsed_repr = parsed_repr
         self.tool_calls = tool_calls
         self.thinking = thinking
+        self.generation = GenerationMetadata()
+        self.raw = RawProviderResponse()
+        self._generate_log: GenerateLog | None = None
         self.usage = usage
         self.finish_reason = finish_reason
         self._computed = value is not None
@@ -98,6 +106,7 @@ class ModelOutputThunk(Generic[S]):
         self._post_process: Callable[[ModelOutputThunk[S]], Any] | None = None
         self._deltas: list[str] = []
         self._iterating = False
+        self._started_at: float | None = None
 
     # ----- plain accessors -------------------------------------------------------------
 
@@ -117,6 +126,66 @@ class ModelOutputThunk(Generic[S]):
     @property
     def meta(self) -> dict[str, Any]:
         return self._meta
+
+    @property
+    def tool_calls(self) -> list[ModelToolCall] | None:
+        """The calls the model asked for, in its order; None when it asked for none."""
+        return self._tool_calls
+
+    @tool_calls.setter
+    def tool_calls(self, calls: list[ModelToolCall] | None) -> None:
+        if isinstance(calls, dict):
+            raise TypeError(
+                "ModelOutputThunk.tool_calls is a list of ModelToolCall (call order kept, a "
+                "tool may be called twice); pass list(calls.values()) instead of a dict."
+            )
+        if calls is not None:
+            calls = list(calls)
+            bad = next((c for c in calls if not isinstance(c, ModelToolCall)), None)
+            if bad is not None:
+                raise TypeError(
+                    f"ModelOutputThunk.tool_calls holds ModelToolCall objects, got "
+                    f"{type(bad).__name__}; build one with ModelToolCall(name, func, args)."
+                )
+        self._tool_calls = calls
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """Token counts (``prompt_tokens``, ``completion_tokens``, ``total_tokens``)."""
+        return self.generation.usage
+
+    @usage.setter
+    def usage(self, usage: dict[str, Any] | None) -> None:
+        self.generation.usage = usage
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the generation stopped: ``stop``, ``length`` or ``tool_calls`` (None if unknown)."""
+        reasons = self.generation.finish_reasons
+        return reasons[0] if reasons else None
+
+    @finish_reason.setter
+    def finish_reason(self, reason: str | None) -> None:
+        self.generation.finish_reasons = None if reason is None else [reason]
+
+    @property
+    def generate_log(self) -> GenerateLog | None:
+        """The log entry of the call that produced this output (by reference)."""
+        return self._generate_log
+
+    def _copy_from(self, other: ModelOutputThunk[Any]) -> None:
+        """Take over ``other``'s output in place, for callers that already hold ``self``."""
+        self._underlying_value = other._underlying_value
+        self._meta = other._meta
+        self.parsed_repr = other.parsed_repr
+        self.tool_calls = other.tool_calls
+        self.thinking = other.thinking
+        self.generation = other.generation
+        self.raw = other.raw
+        self._generate_log = other._generate_log
+        self._cancelled = other._cancelled
+        self._error = other._error
+        self._cancel_hook = None
 
     @property
     def action(self) -> Any:
@@ -164,6 +233,7 @@ class ModelOutputThunk(Generic[S]):
             )
         self._action = action
         self._loop = loop
+        self._started_at = time.perf_counter()
         self._queue = asyncio.Queue()
         self._cancel_hook = cancel_hook
         self._post_process = post_process
@@ -219,6 +289,10 @@ class ModelOutputThunk(Generic[S]):
         items = [await queue.get()]
         while not queue.empty():
             items.append(queue.get_nowait())
+        if self.generation.ttfb_ms is None and isinstance(items[0], str):
+            started = self._started_at or time.perf_counter()
+            self.generation.ttfb_ms = (time.perf_counter() - started) * 1000.0
+            self.generation.streaming = True
 
         fresh: list[str] = []
         for item in items:
@@ -274,11 +348,7 @@ class ModelOutputThunk(Generic[S]):
             await self.astream()
 
     def __aiter__(self) -> AsyncIterator[str]:
-        """Iterate over the deltas; one consumer only."""
-        if self._computed:
-            raise RuntimeError(
-                "This ModelOutputThunk is already computed; read .value instead of iterating."
-            )
+        """Iterate over the deltas; one consumer only. A computed thunk yields nothing."""
         if self._iterating:
             raise RuntimeError(
                 "This ModelOutputThunk already has a consumer; iterate it from one place only."
@@ -341,6 +411,9 @@ class ModelOutputThunk(Generic[S]):
         self._require_computed_for_copy()
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        # A copy's metadata may be edited without touching the original's.
+        new.__dict__["generation"] = copy.copy(self.generation)
+        new.__dict__["raw"] = copy.copy(self.raw)
         new._clear_generation()
         if self.parsed_repr is self:
             new.parsed_repr = new  # type: ignore[assignment]
@@ -369,17 +442,23 @@ class ComputedModelOutputThunk(ModelOutputThunk[S]):
     def __new__(cls, mot: ModelOutputThunk[S]) -> ComputedModelOutputThunk[S]:
         if not isinstance(mot, ModelOutputThunk):
             raise TypeError(
-                f"ComputedModelOutputThunk wraps a ModelOutputThunk, got {type(mot).__name__}."
+                "ComputedModelOutputThunk requires a computed ModelOutputThunk; got "
+                f"{type(mot).__name__}."
             )
         if mot._error is not None:
             raise ValueError(
                 f"This ModelOutputThunk ended with an error ({mot._error!r}); handle the error "
                 "instead of marking the output computed."
             ) from mot._error
-        if not mot.is_computed() or not isinstance(mot.value, str):
+        if not mot.is_computed():
             raise ValueError(
-                "Only a computed ModelOutputThunk with a str value can become a "
-                "ComputedModelOutputThunk; await mot.avalue() first."
+                "ComputedModelOutputThunk requires a computed ModelOutputThunk; await "
+                "mot.avalue() first."
+            )
+        if not isinstance(mot.value, str):
+            raise ValueError(
+                "ComputedModelOutputThunk requires a non-None value (a str); set mot.value "
+                "first."
             )
         mot.__class__ = cls
         return mot  # type: ignore[return-value]
@@ -390,14 +469,19 @@ class ComputedModelOutputThunk(ModelOutputThunk[S]):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "_computed" and value is not True:
-            raise ValueError("A ComputedModelOutputThunk must stay computed.")
-        if name == "_underlying_value" and not isinstance(value, str):
-            raise TypeError(
-                f"A ComputedModelOutputThunk value must stay a str, got {type(value).__name__}."
+            raise ThunkStateError(
+                f"Setting _computed={value!r} would break the computed invariant of a "
+                "ComputedModelOutputThunk; it stays computed (build a new ModelOutputThunk)."
+            )
+        if name in ("_underlying_value", "value") and not isinstance(value, str):
+            raise ThunkStateError(
+                f"Setting {name} to a {type(value).__name__} would break the computed "
+                "invariant of a ComputedModelOutputThunk: its value stays a str."
             )
         super().__setattr__(name, value)
 
     async def astream(self) -> str:
         raise RuntimeError(
-            "A ComputedModelOutputThunk is finished; read .value instead of streaming."
+            "Cannot stream from a ComputedModelOutputThunk: it is finished; read .value "
+            "instead."
         )

@@ -57,7 +57,9 @@ class ModelToolCall:
 
     async def acall_func(self) -> Any:
         """Run the tool, awaiting it when it is a coroutine function."""
-        result = self._target()(**self.args)
+        target = self._target()
+        arun = getattr(self.func, "arun", None)
+        result = (arun if callable(arun) else target)(**self.args)
         if inspect.isawaitable(result):
             result = await result
         return result

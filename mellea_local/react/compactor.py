@@ -14,17 +14,18 @@ pinned (a user turn) this gives ``goal (user) -> summary (assistant) -> thought 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mellea_local.core.backend import Backend
+from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import PinPredicate, pinned_split
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context, SimpleContext
-from mellea_local.messages import Message
+from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.messages import Message, ToolMessage
 from mellea_local.react.components import pin_react_initiator
 from mellea_local.rendering.chat import to_chat_messages
 
@@ -49,12 +50,14 @@ _PROPAGATE = (TypeError, AttributeError, AssertionError, LookupError)
 def react_summary_prompt(goal: str | None = None, max_tokens_hint: int | None = None) -> str:
     """A summary prompt that keeps ``goal`` in view and optionally bounds the summary's size.
 
-    With neither argument it is ``DEFAULT_SUMMARY_PROMPT``.
+    With neither argument it is ``DEFAULT_SUMMARY_PROMPT``. Braces in the goal are escaped,
+    so the result also works as a ``str.format`` template.
     """
     head = DEFAULT_SUMMARY_PROMPT.split("\n\nConversation:", 1)[0]
     lines = [head]
     if goal:
-        lines.append(f"GOAL: {goal}\nKeep whatever still serves this goal.")
+        safe = goal.replace("{", "{{").replace("}", "}}")
+        lines.append(f"GOAL: {safe}\nKeep whatever still serves this goal.")
     if max_tokens_hint is not None and max_tokens_hint > 0:
         words = int(0.75 * max_tokens_hint)
         lines.append(f"- Be at most ~{max_tokens_hint} tokens (roughly {words} words).")
@@ -83,30 +86,50 @@ def _run_sync(make: Callable[[], Awaitable[T]]) -> T:
     return box["value"]  # type: ignore[no-any-return]
 
 
+def _calls_text(calls: list[tuple[str, Any]]) -> str:
+    return ", ".join(f"{name}({dict(args)})" for name, args in calls)
+
+
+def _line(span: Span) -> str | None:
+    """One transcript line; attachments are noted by count, never reproduced."""
+    if isinstance(span, ToolMessage):
+        return f"tool ({span.name}): {span.content}"
+    if isinstance(span, Message):
+        notes = [f"[{len(items)} {kind}(s) attached]" for kind, items in
+                 (("image", span._images), ("document", span._docs)) if items]
+        if span.role == "assistant" and span.tool_calls:
+            calls = [(c.get("function", c).get("name"), c.get("function", c).get("arguments")
+                      or {}) for c in span.tool_calls]
+            return f"assistant called tools: {_calls_text(calls)}"
+        return " ".join([f"{span.role}: {span.content}", *notes])
+    if isinstance(span, ModelOutputThunk):
+        said = f"assistant: {span.value}" if span.value else None
+        if span.tool_calls:
+            called = "assistant called tools: " + _calls_text(
+                [(c.name, c.args) for c in span.tool_calls])
+            return f"{said}\n{called}" if said else called
+        return said  # neither text nor calls: nothing worth summarising
+    if isinstance(span, CBlock):
+        return str(span)
+    # Other components: their rendered turn when they render to text, else a typed marker.
+    [message] = to_chat_messages([span]) or [None]
+    if message is not None and message.content.strip():
+        return f"{message.role}: {message.content}"
+    content = getattr(span, "content", None)
+    return f"<{type(span).__name__}: {content}>" if content else f"<{type(span).__name__}>"
+
+
 def _transcript(spans: list[Span]) -> str:
-    lines = []
-    for m in to_chat_messages(spans):
-        if m.role == "tool":
-            lines.append(f"tool ({getattr(m, 'name', None) or 'unknown'}): {m.content}")
-        elif m.role == "assistant" and m.tool_calls:
-            calls = []
-            for call in m.tool_calls:
-                fn = call.get("function", call)
-                args = fn.get("arguments", {})
-                text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                calls.append(f"{fn.get('name')}({text})")
-            said = f"{m.content} " if m.content.strip() else ""
-            lines.append(f"assistant: {said}[called tools: {', '.join(calls)}]")
-        else:
-            lines.append(f"{m.role}: {m.content}")
-    return "\n".join(lines)
+    return "\n".join(line for line in map(_line, spans) if line)
 
 
 class LLMSummarizeCompactor:
     """Summarise everything but the pinned prefix and the newest ``keep_n`` entries.
 
-    ``pin_predicate`` defaults to ``pin_react_initiator`` (the goal and tools stay); the kept
-    part can hold a few more than ``keep_n`` entries when the cut must move to a turn boundary.
+    ``default_backend`` writes the summaries unless ``compact(ctx, backend=...)`` names
+    another. ``pin_predicate`` defaults to ``pin_react_initiator`` (the goal and tools stay);
+    the kept part can hold a few more than ``keep_n`` entries when the cut must move to a turn
+    boundary (a history without one, e.g. user turns only, is cut at exactly ``keep_n``).
     ``prompt_template`` must contain ``{conversation}`` (every occurrence is replaced; other
     braces are left alone). A backend failure logs a warning and returns the context
     unchanged; programming errors (TypeError, AttributeError, AssertionError, LookupError)
@@ -115,18 +138,14 @@ class LLMSummarizeCompactor:
 
     def __init__(
         self,
-        backend: Backend,
+        default_backend: Backend,
         *,
         keep_n: int = 5,
         pin_predicate: PinPredicate = pin_react_initiator,
         prompt_template: str | None = None,
         model_options: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(backend, Backend):
-            raise TypeError(
-                f"LLMSummarizeCompactor needs a Backend to write summaries, got "
-                f"{type(backend).__name__}."
-            )
+        _check_backend(default_backend, "default_backend")
         if isinstance(keep_n, bool) or not isinstance(keep_n, int) or keep_n < 0:
             raise ValueError(f"keep_n must be an int >= 0, got {keep_n!r}.")
         template = DEFAULT_SUMMARY_PROMPT if prompt_template is None else prompt_template
@@ -134,7 +153,14 @@ class LLMSummarizeCompactor:
             raise ValueError(
                 "prompt_template must contain '{conversation}', where the older turns go."
             )
-        self.backend = backend
+        try:
+            template.format(conversation="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"prompt_template is a str.format template with only '{{conversation}}' to "
+                f"fill ({exc!r}); write other literal braces doubled, '{{{{' and '}}}}'."
+            ) from exc
+        self.default_backend = default_backend
         self.keep_n = keep_n
         self.pin_predicate = pin_predicate
         self.prompt_template = template
@@ -146,18 +172,28 @@ class LLMSummarizeCompactor:
         first_kept = "user" if summary_role == "assistant" else "assistant"
         roles = [m.role for m in to_chat_messages(body)]
         cut = len(body) - self.keep_n
+        if first_kept not in roles[1:]:
+            # No turn boundary to move to (e.g. user turns only): cut at keep_n exactly.
+            return max(cut, 0), summary_role
         while 0 < cut < len(body) and roles[cut] != first_kept:
             cut -= 1
         return max(cut, 0), summary_role
 
-    async def _summarise(self, transcript: str) -> str:
-        prompt = self.prompt_template.replace("{conversation}", transcript)
-        mot, _ = await self.backend.generate_from_context(
+    async def _summarise(self, transcript: str, backend: Backend) -> str:
+        prompt = self.prompt_template.format(conversation=transcript)
+        mot, _ = await backend.generate_from_context(
             Message("user", prompt), SimpleContext(), model_options=self.model_options
         )
         return (await mot.avalue()).strip()
 
-    def compact(self, ctx: C) -> C:
+    def compact(self, ctx: C, backend: Backend | None = None) -> C:
+        """The context with its older part summarised (``ctx`` itself when nothing is).
+
+        ``backend`` overrides ``default_backend`` for this call.
+        """
+        if backend is not None:
+            _check_backend(backend, "backend")
+        writer = backend if backend is not None else self.default_backend
         spans, pinned = pinned_split(ctx, self.pin_predicate, "LLMSummarizeCompactor")
         body = spans[pinned:]
         if len(body) <= self.keep_n:
@@ -167,11 +203,12 @@ class LLMSummarizeCompactor:
         if cut == 0:
             return ctx
         try:
-            summary = _run_sync(lambda: self._summarise(_transcript(body[:cut])))
+            summary = _run_sync(lambda: self._summarise(_transcript(body[:cut]), writer))
         except _PROPAGATE:
             raise
         except Exception as exc:
-            logger.warning("LLMSummarizeCompactor: summary failed (%r); context kept as is", exc)
+            logger.warning("LLMSummarizeCompactor: summarisation backend call failed (%r); "
+                           "context kept as is", exc)
             return ctx
         if not summary:
             logger.warning("LLMSummarizeCompactor: the model wrote an empty summary; context "
@@ -183,3 +220,11 @@ class LLMSummarizeCompactor:
     def __repr__(self) -> str:
         pin = getattr(self.pin_predicate, "__name__", repr(self.pin_predicate))
         return f"LLMSummarizeCompactor(keep_n={self.keep_n}, pin_predicate={pin})"
+
+
+def _check_backend(backend: object, name: str) -> None:
+    if not isinstance(backend, Backend):
+        raise TypeError(
+            f"LLMSummarizeCompactor {name} must be a Backend that writes the summaries, got "
+            f"{type(backend).__name__}."
+        )

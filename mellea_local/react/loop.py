@@ -187,7 +187,7 @@ async def react(
         await mot.avalue()
         step: ComputedModelOutputThunk[str] = ComputedModelOutputThunk(mot)
         context = _require_chat(new_ctx, backend)
-        observations, final = await _observe(list((step.tool_calls or {}).values()), tool_map)
+        observations, final = await _observe(list(step.tool_calls or []), tool_map)
         for message in observations:
             context = context.add(message)
         if final is not None:

@@ -60,7 +60,7 @@ def _from_thunk(mot: ModelOutputThunk[Any]) -> Message:
         content = str(parsed) if not isinstance(parsed, str) else parsed
     else:
         content = mot.value or ""
-    calls = list(mot.tool_calls.values()) if mot.tool_calls else None
+    calls = list(mot.tool_calls) if mot.tool_calls else None
     return Message("assistant", content, thinking=mot.thinking, tool_calls=calls)
 
 

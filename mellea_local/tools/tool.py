@@ -12,9 +12,11 @@ default applies.
 from __future__ import annotations
 
 import abc
+import asyncio
 import inspect
 import json
 import re
+import threading
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -54,7 +56,7 @@ class AbstractMelleaTool(abc.ABC):
         """``{"type": "function", "function": {"name", "description", "parameters"}}``."""
 
     @abc.abstractmethod
-    def run(self, /, **kwargs: Any) -> Any:
+    def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Run the tool; may return an awaitable (``ModelToolCall.acall_func`` awaits it)."""
 
 
@@ -172,6 +174,10 @@ class MelleaTool(AbstractMelleaTool):
         self.args_model = args_model
         self._func = func
         parameters = _clean_schema(args_model.model_json_schema())
+        for prop in parameters.get("properties", {}).values():
+            # Every parameter carries a description, empty when the docstring has none (the
+            # peer library's shape; chat templates print it either way).
+            prop.setdefault("description", "")
         if parameters.get("additionalProperties") is False:
             # Extra arguments are still refused by run(); the spec stays in the shape models
             # are trained on (transformers' get_json_schema omits it too).
@@ -191,10 +197,10 @@ class MelleaTool(AbstractMelleaTool):
     ) -> MelleaTool:
         """A tool whose schema comes from ``fn``'s signature and docstring.
 
-        Every parameter needs a type hint (``Any`` accepts anything); a parameter with a
-        default is optional and its default is shown to the model. The docstring's text before
-        its sections is the tool's description (or pass ``description=``); its ``Args:``
-        section describes the parameters. ``fn`` may be sync or async.
+        A parameter with a default is optional and its default is shown to the model; one
+        without a type hint accepts any JSON value. The docstring's text before its sections
+        is the tool's description (or pass ``description=``; empty without either); its
+        ``Args:`` section describes the parameters. ``fn`` may be sync or async.
         """
         if not callable(fn):
             raise ToolError(f"A tool wraps a callable, got {type(fn).__name__}.")
@@ -226,23 +232,13 @@ class MelleaTool(AbstractMelleaTool):
                     f"Parameter {param.name!r} of tool {tool_name!r} starts with '_', which "
                     "pydantic keeps private; rename it."
                 )
-            if param.name not in hints:
-                raise ToolError(
-                    f"Parameter {param.name!r} of tool {tool_name!r} has no type hint, so the "
-                    "model cannot be told what to pass; annotate it (Any accepts anything)."
-                )
             default = ... if param.default is param.empty else param.default
             doc = arg_docs.get(param.name)
             # No description= at all without a docstring entry: an Annotated[..., Field(
             # description=...)] must not be overwritten by None.
             info = Field(default, description=doc) if doc else Field(default)
-            fields[param.name] = (hints[param.name], info)
+            fields[param.name] = (hints.get(param.name, Any), info)
         text = description if description is not None else doc_text
-        if not text:
-            raise ToolError(
-                f"Tool {tool_name!r} has no description; give the function a docstring whose "
-                "first line says what it does, or pass description=."
-            )
         model_name = re.sub(r"\W", "_", tool_name) or "tool"
         try:
             args_model = pydantic.create_model(
@@ -316,21 +312,54 @@ class MelleaTool(AbstractMelleaTool):
         )
         raise ToolArgumentsError(message, problems)
 
-    def run(self, /, **kwargs: Any) -> Any:
-        """Validate, then call the function (an async one returns its coroutine).
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Positional arguments named by the signature's order, merged with the keywords."""
+        if not args:
+            return kwargs
+        names = list(self.args_model.model_fields)
+        if len(args) > len(names):
+            raise ToolArgumentsError(
+                f"Tool {self.name!r} takes {len(names)} argument(s), got {len(args)} "
+                "positional; pass them by name.",
+                [f"arguments: {len(args)} positional for {len(names)} parameter(s)"],
+            )
+        twice = [n for n in names[: len(args)] if n in kwargs]
+        if twice:
+            raise ToolArgumentsError(
+                f"Tool {self.name!r}: {twice} given twice, by position and by name; pass "
+                "each once.",
+                [f"{n}: given twice" for n in twice],
+            )
+        return {**dict(zip(names, args, strict=False)), **kwargs}
 
-        Invalid arguments do not reach the function: the result is then the text explaining
-        them, which the agent loop shows the model as the observation.
-        """
+    def _checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | str:
         try:
-            call_kwargs = self.parse_arguments(kwargs)
+            return self.parse_arguments(self._bind(args, kwargs))
         except ToolArgumentsError as exc:
             return str(exc)
-        return self._func(**call_kwargs)
 
-    async def arun(self, /, **kwargs: Any) -> Any:
+    def run(self, /, *args: Any, **kwargs: Any) -> Any:
+        """Validate, then call the function; an async one is run to completion.
+
+        Positional arguments follow the signature's order. Invalid arguments do not reach the
+        function: the result is then the text explaining them, which the agent loop shows the
+        model as the observation. Inside a running event loop, await ``arun`` instead: ``run``
+        then drives an async tool on a helper thread, blocking the loop meanwhile.
+        """
+        call_kwargs = self._checked(args, kwargs)
+        if isinstance(call_kwargs, str):
+            return call_kwargs
+        result = self._func(**call_kwargs)
+        if inspect.iscoroutine(result):
+            return _run_to_completion(result)
+        return result
+
+    async def arun(self, /, *args: Any, **kwargs: Any) -> Any:
         """``run`` for async callers: awaits the function when it is a coroutine function."""
-        result = self.run(**kwargs)
+        call_kwargs = self._checked(args, kwargs)
+        if isinstance(call_kwargs, str):
+            return call_kwargs
+        result = self._func(**call_kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -341,6 +370,29 @@ class MelleaTool(AbstractMelleaTool):
 
     def __repr__(self) -> str:
         return f"MelleaTool({self.name!r})"
+
+
+def _run_to_completion(coro: Any) -> Any:
+    """Run a coroutine from sync code: here when no loop runs, else on a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: list[Any] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(asyncio.run(coro))
+        except BaseException as exc:  # re-raised on the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=work, name="mellea-local-tool")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 @overload

@@ -158,6 +158,10 @@ async def test_generation_returns_usage_finish_reason_and_new_context(backend):
     assert mot.usage["completion_tokens"] <= 4
     assert mot.usage["prompt_tokens"] == len(backend.render(action, ctx)[0])
     assert mot.finish_reason in {"length", "stop"}
+    assert mot.generation.finish_reasons == [mot.finish_reason]
+    assert (mot.generation.model, mot.generation.provider) == (backend.model_id, "huggingface")
+    assert mot.generation.usage is mot.usage and not mot.generation.streaming
+    assert mot.raw.provider == "huggingface" and mot.raw.response == mot.meta["raw_text"]
     assert new_ctx.as_list() == [action, mot]
     assert isinstance(mot.parsed_repr, Message) and mot.parsed_repr.role == "assistant"
 
@@ -246,8 +250,8 @@ async def test_thinking_and_tool_calls_are_parsed(backend):
         backend, text, tool_calls=True, model_options={ModelOption.TOOLS: [spec]})
     assert mot.thinking == "I should add."
     assert mot.value == ""
-    assert list(mot.tool_calls) == ["add"]
-    call = mot.tool_calls["add"]
+    assert [c.name for c in mot.tool_calls] == ["add"]
+    call = mot.tool_calls[0]
     assert call.args == {"a": 2, "b": 3} and call.error is None and call.tool_call_id
     assert mot.finish_reason == "tool_calls"
 
@@ -255,7 +259,7 @@ async def test_thinking_and_tool_calls_are_parsed(backend):
 async def test_unknown_tool_is_kept_with_an_error(backend):
     text = '<tool_call>{"name": "nope", "arguments": {"x": 1}}</tool_call>'
     mot, _ = await _generate_forced(backend, text, tool_calls=True)
-    assert mot.tool_calls["nope"].error
+    assert mot.tool_calls[0].error
 
 
 async def test_unclosed_thinking_is_all_thinking_and_length(backend):
@@ -337,7 +341,7 @@ async def test_a_tool_turn_re_renders_exactly_as_generated(backend):
     text = '<tool_call>{"name": "add", "arguments": {"a":2,"b":3}}</tool_call>'
     mot, ctx = await _generate_forced(backend, text, tool_calls=True,
                                       model_options={ModelOption.TOOLS: [spec]})
-    assert mot.tool_calls["add"].raw_arguments == '{"a":2,"b":3}'
+    assert mot.tool_calls[0].raw_arguments == '{"a":2,"b":3}'
     ids, _, _ = backend.render(None, ctx, add_generation_prompt=False,
                                model_options={ModelOption.TOOLS: [spec]}, tool_calls=True)
     assert backend.tokenizer.decode(ids).endswith(

@@ -60,8 +60,8 @@ def test_react_prints_thought_call_observation_and_answer():
     first = ModelToolCall("calculator", None, {"expression": "6*7"}, tool_call_id="c1")
     last = ModelToolCall("final_answer", None, {"answer": "42"}, tool_call_id="c2")
     backend = ScriptedBackend.scripted([
-        Reply("", thinking="I should multiply.", tool_calls={"calculator": first}),
-        Reply("", tool_calls={"final_answer": last}),
+        Reply("", thinking="I should multiply.", tool_calls=[first]),
+        Reply("", tool_calls=[last]),
     ])
     console = Console(record=True, width=200)
     answer = run_react(backend, "What is 6*7?", console=console, tools=build_tools(None))

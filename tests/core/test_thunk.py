@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, TemplateRepresentation
+from mellea_local.core.generation import GenerateLog
 from mellea_local.core.thunk import ComputedModelOutputThunk, ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import ComponentParseError
+from mellea_local.errors import ComponentParseError, ThunkStateError
 
 
 class Upper(Component[str]):
@@ -114,7 +115,7 @@ async def test_astream_waits_for_output_instead_of_returning_empty():
 
 async def test_post_process_runs_before_computed_and_may_rewrite_fields():
     observed: dict[str, object] = {}
-    calls = {"x": ModelToolCall("x", lambda: 1, {}, "call-1")}
+    calls = [ModelToolCall("x", lambda: 1, {}, "call-1")]
 
     def post(mot: ModelOutputThunk) -> None:
         observed["value"] = mot.value
@@ -212,8 +213,8 @@ async def test_async_iteration_is_single_consumer():
         mot.__aiter__()
     text = "".join([d async for d in iterator])
     assert text == mot.value == "abc"
-    with pytest.raises(RuntimeError, match="already computed"):
-        mot.__aiter__()
+    # A finished thunk has nothing left to stream: iterating it yields nothing.
+    assert [d async for d in mot] == []
 
 
 async def test_generation_misuse_raises():
@@ -265,11 +266,11 @@ def test_computed_thunk_reclasses_in_place_and_guards_its_state():
     assert same is mot and type(mot) is ComputedModelOutputThunk
     same.value = "replaced"  # the agent loop swaps the answer text
     same.parsed_repr = "anything"
-    with pytest.raises(TypeError):
-        same.value = None
-    with pytest.raises(ValueError):
-        same._computed = False
-    assert same.value == "replaced"
+    for name, bad in (("value", None), ("value", 3), ("_underlying_value", None),
+                      ("_computed", False)):
+        with pytest.raises(ThunkStateError, match="computed invariant"):
+            setattr(same, name, bad)
+    assert same.value == "replaced" and same.is_computed()
     dup = copy.copy(same)
     assert type(dup) is ComputedModelOutputThunk
 
@@ -316,3 +317,45 @@ def test_any_chunking_streams_back_exactly_the_pushed_text(chunks, every):
     deltas, mot = asyncio.run(run())
     assert "".join(deltas) == mot.value == "".join(chunks)
     assert mot.parsed_repr == mot.value
+
+
+def test_tool_calls_are_a_list_in_call_order_and_a_dict_is_refused():
+    first, second = ModelToolCall("add", None, {"a": 1}), ModelToolCall("add", None, {"a": 2})
+    mot = ModelOutputThunk("", tool_calls=[first, second])
+    assert mot.tool_calls == [first, second]
+    with pytest.raises(TypeError, match="list of ModelToolCall"):
+        mot.tool_calls = {"add": first}  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="ModelToolCall"):
+        ModelOutputThunk("", tool_calls=["add"])  # type: ignore[list-item]
+    assert mot.tool_calls == [first, second]
+
+
+def test_usage_and_finish_reason_live_in_generation_and_copies_do_not_share_it():
+    mot = ModelOutputThunk("v", usage={"total_tokens": 3}, finish_reason="stop")
+    assert mot.generation.usage == {"total_tokens": 3}
+    assert mot.generation.finish_reasons == ["stop"] and mot.finish_reason == "stop"
+    mot.raw.provider = "huggingface"
+    dup = copy.copy(mot)
+    dup.generation.model = "other"
+    dup.raw.provider = "other"
+    assert mot.generation.model is None and mot.raw.provider == "huggingface"
+    deep = copy.deepcopy(mot)
+    assert deep.generation == mot.generation and deep.generation is not mot.generation
+
+
+def test_copy_from_takes_over_the_output_in_place():
+    source = ModelOutputThunk("new", thinking="t", usage={"total_tokens": 1})
+    source._generate_log = GenerateLog(is_final_result=True)
+    target = ModelOutputThunk("old")
+    target._copy_from(source)
+    assert (target.value, target.thinking, target.usage) == ("new", "t", {"total_tokens": 1})
+    assert target.generate_log is source.generate_log
+
+
+async def test_streamed_generation_records_time_to_first_token():
+    mot = ModelOutputThunk(None)
+    mot._start_generation(action=None)
+    feed_from_thread(mot, ["a", "b"])
+    await mot.avalue()
+    assert mot.generation.ttfb_ms is not None and mot.generation.ttfb_ms >= 0
+    assert mot.generation.streaming

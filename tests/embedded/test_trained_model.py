@@ -184,7 +184,7 @@ async def test_the_base_solves_most_fresh_calculator_and_lookup_tasks(embedded):
                                loop_budget=4, model_options={ModelOption.MAX_NEW_TOKENS: 64})
         solved += out.value.strip() == task.answer
         first = next(m for m in ctx.as_list() if getattr(m, "tool_calls", None))
-        [call] = first.tool_calls.values()
+        [call] = first.tool_calls
         argument = "expression" if task.tool == "calculator" else "key"
         calls_right += (call.name, call.args) == (task.tool, {argument: task.argument})
     assert calls_right >= 8 and solved >= 7, (calls_right, solved)

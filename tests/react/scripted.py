@@ -22,18 +22,9 @@ def call(name: str, *, error: str | None = None, func: Any = None, **args: Any) 
 
 
 def turn(*calls: ModelToolCall, text: str = "", thinking: str | None = None) -> Reply:
-    """One model turn: optional text and thinking, then ``calls`` in order.
-
-    Keys follow the real backend: the tool name, with ``#2``, ``#3`` for repeats.
-    """
-    keyed: dict[str, ModelToolCall] = {}
-    for c in calls:
-        key, n = c.name, 1
-        while key in keyed:
-            n += 1
-            key = f"{c.name}#{n}"
-        keyed[key] = c
-    return Reply(text, thinking=thinking, tool_calls=keyed or None)
+    """One model turn: optional text and thinking, then ``calls`` in order (a list, as the
+    real backend gives them)."""
+    return Reply(text, thinking=thinking, tool_calls=list(calls) or None)
 
 
 def final(answer: Any, **kw: Any) -> Reply:

@@ -91,7 +91,7 @@ async def test_tool_calls_round_trip_and_each_turn_prefills_only_its_new_tokens(
     assert observations[1].content.startswith("Error: ") and "string" in observations[1].content
     answers = [e for e in ctx.as_list() if type(e).__name__ == "ComputedModelOutputThunk"]
     assert answers[0].thinking == "I need the sum."
-    assert observations[0].tool_call_id == answers[0].tool_calls["calculator"].tool_call_id
+    assert observations[0].tool_call_id == answers[0].tool_calls[0].tool_call_id
 
     tok = backend.tokenizer
     prompts, scripts = forcer.prompts, forcer.scripts

@@ -34,7 +34,7 @@ def react_history(turns: int) -> tuple[ChatContext, ReactInitiator]:
         if i:
             ctx = ctx.add(ReactThought())
         c = call("calculator", expression=f"{i} + 1")
-        ctx = ctx.add(ModelOutputThunk(f"step {i}", tool_calls={"calculator": c}))
+        ctx = ctx.add(ModelOutputThunk(f"step {i}", tool_calls=[c]))
         ctx = ctx.add(ToolMessage("tool", str(i + 1), i + 1, "calculator", c.args, c))
     return ctx, init
 
@@ -70,9 +70,10 @@ def test_older_turns_become_one_summary_between_the_goal_and_a_thought():
     assert prompt.startswith(DEFAULT_SUMMARY_PROMPT.split("{conversation}")[0])
     transcript = prompt.split("Conversation:\n", 1)[1]
     lines = transcript.split("\n")
-    assert lines[0] == 'assistant: step 0 [called tools: calculator({"expression": "0 + 1"})]'
-    assert lines[1] == "tool (calculator): 1"
-    assert lines[2].startswith("user: Think about what to do next")
+    assert lines[0] == "assistant: step 0"
+    assert lines[1] == "assistant called tools: calculator({'expression': '0 + 1'})"
+    assert lines[2] == "tool (calculator): 1"
+    assert lines[3].startswith("user: Think about what to do next")
     assert "Compute things." not in transcript  # the pinned goal is not summarised
 
 
@@ -114,7 +115,7 @@ def test_backend_failures_keep_the_context_and_warn(caplog):
     ctx, _ = react_history(4)
     with caplog.at_level(logging.WARNING):
         assert LLMSummarizeCompactor(Failing(RuntimeError("down")), keep_n=3).compact(ctx) is ctx
-    assert "summary failed" in caplog.text
+    assert "summarisation backend call failed" in caplog.text and "RuntimeError" in caplog.text
     empty = scripted("   ")
     assert LLMSummarizeCompactor(empty, keep_n=3).compact(ctx) is ctx
 
@@ -136,19 +137,35 @@ def test_arguments_are_checked():
         LLMSummarizeCompactor(object())  # type: ignore[arg-type]
 
 
-def test_custom_template_braces_are_left_alone():
+def test_custom_template_is_a_format_template_with_doubled_literal_braces():
     backend = scripted("S.")
     ctx, _ = react_history(4)
     LLMSummarizeCompactor(backend, keep_n=3,
-                          prompt_template='JSON {"a": 1}\n{conversation}').compact(ctx)
+                          prompt_template='JSON {{"a": 1}}\n{conversation}').compact(ctx)
     assert backend.generate_calls[0].action.content.startswith('JSON {"a": 1}\nassistant: ')
+    with pytest.raises(ValueError, match="doubled"):
+        LLMSummarizeCompactor(backend, prompt_template='JSON {"a": 1}\n{conversation}')
+
+
+def test_histories_without_a_turn_boundary_are_cut_at_keep_n_and_backend_can_be_overridden():
+    default, other = scripted("unused"), scripted("Earlier: m0 to m3.")
+    ctx = ChatContext()
+    for i in range(6):
+        ctx = ctx.add(Message("user", f"m{i}"))
+    out = LLMSummarizeCompactor(default, keep_n=2).compact(ctx, backend=other)
+    assert [m.content for m in out.as_list()] == [
+        "[CONTEXT SUMMARY]\nEarlier: m0 to m3.", "m4", "m5"]
+    assert not default.generate_calls and len(other.generate_calls) == 1
+    with pytest.raises(TypeError, match="backend"):
+        LLMSummarizeCompactor(default).compact(ctx, backend="hf")  # type: ignore[arg-type]
 
 
 def test_react_summary_prompt():
     assert react_summary_prompt() == DEFAULT_SUMMARY_PROMPT
     prompt = react_summary_prompt("Find {x}", max_tokens_hint=100)
-    assert "GOAL: Find {x}" in prompt and "~100 tokens (roughly 75 words)" in prompt
+    assert "GOAL: Find {{x}}" in prompt and "~100 tokens (roughly 75 words)" in prompt
     assert prompt.endswith("{conversation}")
+    assert "GOAL: Find {x}" in prompt.format(conversation="")
 
 
 async def test_inside_react_the_goal_and_tools_survive_and_the_chat_stays_valid():

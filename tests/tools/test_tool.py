@@ -152,8 +152,8 @@ def test_a_property_named_title_is_kept_while_generated_titles_go():
 
     props = MelleaTool.from_callable(note).parameters["properties"]
     assert list(props) == ["title", "body"]
-    assert props["title"] == {"type": "string"}
-    assert props["body"] == {"type": "string", "default": ""}
+    assert props["title"] == {"type": "string", "description": ""}
+    assert props["body"] == {"type": "string", "default": "", "description": ""}
 
 
 async def test_async_functions_run_through_model_tool_call():
@@ -169,8 +169,8 @@ async def test_async_functions_run_through_model_tool_call():
     # Invalid arguments are reported without awaiting anything.
     assert "b: missing required argument" in await ModelToolCall(
         "slow_add", t, {"a": 2}).acall_func()
-    with pytest.raises(ToolError, match="async"):
-        ModelToolCall("slow_add", t, {"a": 2, "b": 3}).call_func()
+    # A MelleaTool drives its coroutine itself (on a helper thread under a running loop).
+    assert ModelToolCall("slow_add", t, {"a": 2, "b": 3}).call_func() == 5
 
 
 def test_sync_functions_run_through_model_tool_call():
@@ -252,10 +252,6 @@ def test_definition_errors_name_the_fix():
 
     with pytest.raises(ToolError, match=r"\*items"):
         MelleaTool.from_callable(variadic)
-    with pytest.raises(ToolError, match="no type hint"):
-        MelleaTool.from_callable(untyped)
-    with pytest.raises(ToolError, match="no description"):
-        MelleaTool.from_callable(undocumented)
     assert MelleaTool.from_callable(undocumented, description="Identity.").run(x=1) == 1
     with pytest.raises(ToolError, match="positional-only"):
         MelleaTool.from_callable(positional)
@@ -315,3 +311,60 @@ def test_private_parameter_names_are_refused():
 
     with pytest.raises(ToolError, match="starts with '_'"):
         MelleaTool.from_callable(hidden)
+
+
+def test_undocumented_and_unannotated_functions_become_tools_with_what_can_be_derived():
+    def untyped(q, limit=3):
+        return f"{q}:{limit}"
+
+    t = MelleaTool.from_callable(untyped)
+    spec = t.as_json_tool["function"]
+    assert spec["description"] == ""
+    assert spec["parameters"]["required"] == ["q"]
+    assert spec["parameters"]["properties"]["q"] == {"description": ""}
+    assert spec["parameters"]["properties"]["limit"] == {"default": 3, "description": ""}
+    # No hint: any JSON value is accepted, unknown names are still refused.
+    assert t.run("a") == "a:3" and t.run(q=[1], limit=4) == "[1]:4"
+    assert "unexpected argument" in t.run(q="a", other=1)
+
+
+def test_run_takes_positional_arguments_in_signature_order():
+    @tool
+    def span(start: int, end: int, step: int = 1) -> list[int]:
+        """A range."""
+        return list(range(start, end, step))
+
+    assert span.run(1, 4) == [1, 2, 3]
+    assert span.run(0, 6, step=2) == [0, 2, 4]
+    assert "start: Input should be a valid integer" in span.run("1", 4)
+    assert "given twice" in span.run(1, 4, start=2)
+    assert "positional" in span.run(1, 2, 3, 4)
+
+
+async def _slow_double(n: int) -> int:
+    """Double n, asynchronously."""
+    await asyncio.sleep(0)
+    return 2 * n
+
+
+async def _boom() -> str:
+    """Fail."""
+    raise RuntimeError("boom")
+
+
+def test_run_drives_an_async_tool_to_completion_from_sync_code():
+    t = tool(_slow_double)
+    assert t.is_async
+    assert t.run(4) == 8 and t.run(n=5) == 10
+    with pytest.raises(RuntimeError, match="boom"):
+        tool(_boom).run()
+    sync_twin = MelleaTool.from_callable(lambda n: n, "_slow_double")
+    assert tool(_slow_double).parameters["required"] == sync_twin.parameters["required"]
+
+
+async def test_async_tool_inside_a_running_loop_run_and_arun_agree():
+    t = tool(_slow_double)
+    assert await t.arun(3) == 6
+    assert t.run(3) == 6  # on a helper thread: the running loop is not re-entered
+    call = ModelToolCall("_slow_double", t, {"n": 7})
+    assert await call.acall_func() == 14 and call.call_func() == 14
