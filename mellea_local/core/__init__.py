@@ -4,7 +4,9 @@ from mellea_local.core.backend import Backend
 from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
 from mellea_local.core.compactor import (
     Compactor,
+    InlineCompactor,
     PinPredicate,
+    ThresholdCompactor,
     WindowCompactor,
     pin_nothing,
     pin_system,
@@ -12,6 +14,7 @@ from mellea_local.core.compactor import (
 )
 from mellea_local.core.component import Component, Span, TemplateRepresentation, parse
 from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
+from mellea_local.core.generation import GenerateLog, GenerationMetadata, RawProviderResponse
 from mellea_local.core.thunk import ComputedModelOutputThunk, ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 
@@ -26,14 +29,19 @@ __all__ = [
     "ComputedModelOutputThunk",
     "Context",
     "ContextTurn",
+    "GenerateLog",
+    "GenerationMetadata",
     "ImageBlock",
     "ImageUrlBlock",
+    "InlineCompactor",
     "ModelOutputThunk",
     "ModelToolCall",
     "PinPredicate",
+    "RawProviderResponse",
     "SimpleContext",
     "Span",
     "TemplateRepresentation",
+    "ThresholdCompactor",
     "WindowCompactor",
     "parse",
     "pin_nothing",

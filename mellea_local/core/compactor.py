@@ -24,6 +24,18 @@ class Compactor(Protocol[C]):
     def compact(self, ctx: C) -> C: ...
 
 
+class InlineCompactor:
+    """Marks a compactor cheap enough to run on every ``ChatContext.add``.
+
+    ``ChatContext(compactor=...)`` accepts only these: a compactor that calls a model (e.g.
+    ``LLMSummarizeCompactor``) would run a generation per added entry. Run such a compactor
+    per turn instead (``react(..., compactor=...)``) or gate it with ``ThresholdCompactor``.
+    """
+
+    def compact(self, ctx: C) -> C:
+        raise NotImplementedError(f"{type(self).__name__} must implement compact(ctx).")
+
+
 def _has_role(span: Any, role: str) -> bool:
     from mellea_local.messages import Message  # messages imports core: import late
 
@@ -65,7 +77,7 @@ def pinned_split(ctx: Context, pin_predicate: PinPredicate, who: str) -> tuple[l
     return spans, pinned
 
 
-class WindowCompactor:
+class WindowCompactor(InlineCompactor):
     """Keep the pinned prefix plus the newest ``size`` entries.
 
     The result can hold more than ``size`` entries: the pinned ones are extra by design.
@@ -91,3 +103,48 @@ class WindowCompactor:
     def __repr__(self) -> str:
         pin = getattr(self.pin_predicate, "__name__", repr(self.pin_predicate))
         return f"WindowCompactor(size={self.size}, pin_predicate={pin})"
+
+
+def _last_usage_tokens(ctx: Context) -> int | None:
+    """Tokens the newest model output with usage figures reported (total, else prompt +
+    completion); None when no output in the history reports usage."""
+    from mellea_local.core.thunk import ModelOutputThunk  # thunk imports this package's peers
+
+    for span in reversed(ctx.as_list() or []):
+        usage = span.usage if isinstance(span, ModelOutputThunk) else None
+        if not usage:
+            continue
+        if usage.get("total_tokens") is not None:
+            return int(usage["total_tokens"])
+        return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+    return None
+
+
+class ThresholdCompactor(InlineCompactor):
+    """Run ``inner`` only once the newest output's token usage exceeds ``threshold``.
+
+    The gate makes any compactor cheap per ``add`` (an LLM summary runs only when the
+    conversation has grown past the threshold); ``threshold <= 0`` never fires.
+    """
+
+    def __init__(self, inner: Compactor[Any], *, threshold: int) -> None:
+        if not callable(getattr(inner, "compact", None)):
+            raise TypeError(
+                f"ThresholdCompactor wraps a compactor with compact(ctx), got "
+                f"{type(inner).__name__}."
+            )
+        if isinstance(threshold, bool) or not isinstance(threshold, int):
+            raise TypeError(f"threshold must be an int (tokens), got {threshold!r}.")
+        self.inner = inner
+        self.threshold = threshold
+
+    def compact(self, ctx: C) -> C:
+        if self.threshold <= 0:
+            return ctx
+        used = _last_usage_tokens(ctx)
+        if used is None or used <= self.threshold:
+            return ctx
+        return self.inner.compact(ctx)
+
+    def __repr__(self) -> str:
+        return f"ThresholdCompactor({self.inner!r}, threshold={self.threshold})"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from mellea_local.core.blocks import CBlock
-from mellea_local.core.compactor import Compactor, WindowCompactor
+from mellea_local.core.compactor import Compactor, InlineCompactor, WindowCompactor, pin_system
 from mellea_local.core.component import Component, Span
 from mellea_local.core.thunk import ModelOutputThunk
 
@@ -164,15 +164,42 @@ class SimpleContext(Context):
         return []
 
 
+def _estimated_tokens(span: Span) -> int:
+    """The peer library's rough cost of an entry: a token per 4 characters, at least 1."""
+    if isinstance(span, (CBlock, ModelOutputThunk)):
+        text = str(span)
+    elif isinstance(getattr(span, "content", None), str):
+        text = span.content  # type: ignore[union-attr]
+    else:
+        from mellea_local.rendering.chat import to_chat_messages  # rendering imports core
+
+        text = "".join(m.content for m in to_chat_messages([span]))
+    return max(1, len(text) // 4)
+
+
+def _context_length(model_id: object) -> int | None:
+    length = getattr(model_id, "context_length", None)
+    return length if isinstance(length, int) and length > 0 else None
+
+
 class ChatContext(Context):
     """A conversation whose whole (possibly compacted) history is rendered each call.
 
     ``compactor`` runs on every ``add`` and its result is the new context, so compaction is
-    persistent. ``window_size=N`` is shorthand for ``WindowCompactor(N)``.
+    persistent; it must be an ``InlineCompactor``. ``window_size=N`` is shorthand for
+    ``WindowCompactor(N)``. ``token_context_length_limit`` bounds what a backend is shown: the
+    newest entries that fit in 75 % of it, at ~4 characters a token, after the leading system
+    messages, which always stay. ``model_id`` records the model the context is for; it sets
+    that bound only when it carries a ``context_length`` (a plain id string never truncates).
     """
 
     def __init__(
-        self, *, compactor: Compactor[Any] | None = None, window_size: int | None = None
+        self,
+        *,
+        compactor: Compactor[Any] | None = None,
+        window_size: int | None = None,
+        token_context_length_limit: int | None = None,
+        model_id: Any = None,
     ) -> None:
         super().__init__()
         if compactor is not None and window_size is not None:
@@ -182,15 +209,47 @@ class ChatContext(Context):
             )
         if window_size is not None:
             compactor = WindowCompactor(window_size)
-        if compactor is not None and not callable(getattr(compactor, "compact", None)):
+        if compactor is not None and not isinstance(compactor, InlineCompactor):
             raise TypeError(
-                f"compactor must have a compact(ctx) method, got {type(compactor).__name__}."
+                f"ChatContext requires an InlineCompactor (it runs on every add), got "
+                f"{type(compactor).__name__}; subclass InlineCompactor, gate a model-calling "
+                "compactor with ThresholdCompactor, or pass it to react(compactor=...) to run "
+                "once per turn."
+            )
+        limit = token_context_length_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit <= 0):
+            raise ValueError(
+                f"token_context_length_limit must be a positive int (tokens), got {limit!r}."
             )
         self._compactor = compactor
+        self._token_context_length_limit = limit
+        self._model_id = model_id
 
     @property
     def compactor(self) -> Compactor[Any] | None:
         return self._compactor
+
+    @property
+    def model_id(self) -> Any:
+        """The model this context is meant for (set by the constructor or a session)."""
+        return self._model_id
+
+    def _bind_model(self, model_id: Any) -> Self:
+        """A copy of this empty context bound to ``model_id`` (the original is unchanged)."""
+        if not self.is_root_node:
+            raise ValueError(
+                "_bind_model() must be called on a root (empty) context; binding a context "
+                "with history would drop it. Build ChatContext(model_id=...) up front."
+            )
+        bound = copy.copy(self)
+        bound._model_id = model_id
+        return bound
+
+    @classmethod
+    def reset_to_new(cls) -> Self:
+        """A bare context of this type, without this one's configuration."""
+        return cls()
 
     def add(self, data: Span) -> Self:
         new = super().add(data)
@@ -206,4 +265,17 @@ class ChatContext(Context):
         return compacted  # type: ignore[return-value]
 
     def view_for_generation(self) -> list[Span] | None:
-        return self.as_list()
+        spans = self.as_list()
+        limit = self._token_context_length_limit or _context_length(self._model_id)
+        if spans is None or limit is None:
+            return spans
+        budget = int(limit * 0.75)
+        pinned = pin_system(spans)
+        kept: list[Span] = []
+        spent = 0
+        for span in reversed(spans[pinned:]):
+            spent += _estimated_tokens(span)
+            if spent > budget:
+                break
+            kept.append(span)
+        return spans[:pinned] + kept[::-1]

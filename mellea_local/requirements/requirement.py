@@ -19,6 +19,7 @@ from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.intrinsics.score import REQUIREMENT_CHECK, requirement_check_value
 
 if TYPE_CHECKING:
+    from mellea_local.core.backend import Backend
     from mellea_local.core.context import Context
 
 logger = logging.getLogger(__name__)
@@ -183,6 +184,27 @@ class Requirement(Component[bool]):
     def _parse(self, computed: ModelOutputThunk[Any]) -> bool:
         return bool(self.output_to_bool(computed))
 
+    async def validate(
+        self,
+        backend: Backend,
+        ctx: Context,
+        *,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+    ) -> ValidationResult:
+        """Check this requirement against the last output in ``ctx`` (the peer's method form).
+
+        The same routing as ``avalidate``: ``validation_fn`` if any, else the backend's
+        requirement-check adapter when it has one (the KV-reuse fast path), else the model's
+        yes/no answer, whose bare "yes"/"no" becomes ``description`` as the reason.
+        """
+        from mellea_local.requirements.validate import avalidate
+
+        [result] = await avalidate(
+            [self], ctx, backend, format=format, model_options=model_options
+        )
+        return result
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.description!r})"
 
@@ -223,7 +245,8 @@ def reqify(r: str | Requirement) -> Requirement:
     if isinstance(r, str):
         return Requirement(r)
     raise TypeError(
-        f"Expected a requirement description (str) or a Requirement, got {type(r).__name__}."
+        f"reqify takes a str or requirement (a description or a Requirement), got "
+        f"{type(r).__name__}."
     )
 
 

@@ -51,8 +51,12 @@ def _validation_context(context: Context, output: Any) -> Context:
 
 
 def _adapter_name(r: Requirement, backend: Backend) -> str | None:
-    """The intrinsic that judges ``r``, or None when the model must answer yes/no."""
-    if isinstance(r, LLMaJRequirement):
+    """The intrinsic that judges ``r``, or None when the model must answer yes/no.
+
+    Only a ``Backend`` is asked about adapters: a duck-typed object offering just
+    ``generate_from_context`` (a test double, a peer-style wrapper) gets the yes/no path.
+    """
+    if isinstance(r, LLMaJRequirement) or not isinstance(backend, Backend):
         return None
     if isinstance(r, ALoraRequirement):
         return r.intrinsic_name if backend.supports_intrinsic(r.intrinsic_name) else None

@@ -14,6 +14,7 @@ from mellea_local.core.compactor import (
     pin_system_and_initial_user,
 )
 from mellea_local.core.context import ChatContext, SimpleContext
+from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.messages import Message
 
 S1, S2 = Message("system", "a"), Message("system", "b")
@@ -70,3 +71,26 @@ def test_window_invariants(size, n_system, n_body):
     assert out[:n_system] == history[:n_system]
     assert out[n_system:] == (history[n_system:][-size:] if size else [])
     assert len(out) == n_system + min(size, n_body)
+
+
+def _used(tokens: int | None) -> ModelOutputThunk:
+    return ModelOutputThunk("out", usage=None if tokens is None else {"total_tokens": tokens})
+
+
+def test_threshold_compactor_runs_its_inner_only_past_the_threshold():
+    from mellea_local.core.compactor import ThresholdCompactor, _last_usage_tokens
+
+    gated = ThresholdCompactor(WindowCompactor(2, pin_predicate=pin_nothing), threshold=100)
+    base = ChatContext().add(CBlock("a")).add(CBlock("b")).add(CBlock("c"))
+    assert gated.compact(base) is base  # no usage reported: the gate stays shut
+    small = base.add(_used(50))
+    assert gated.compact(small) is small and _last_usage_tokens(small) == 50
+    big = base.add(_used(500)).add(CBlock("d")).add(_used(None))
+    assert _last_usage_tokens(big) == 500  # the newest output that reports usage
+    assert len(gated.compact(big).as_list()) == 2
+    split = ModelOutputThunk("x", usage={"prompt_tokens": 40, "completion_tokens": 20})
+    assert _last_usage_tokens(base.add(split)) == 60
+    assert ThresholdCompactor(WindowCompactor(1), threshold=0).compact(big) is big
+    assert ChatContext(compactor=gated).compactor is gated
+    with pytest.raises(TypeError, match="compact"):
+        ThresholdCompactor(object(), threshold=1)  # type: ignore[arg-type]

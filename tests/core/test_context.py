@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mellea_local.core.blocks import CBlock
-from mellea_local.core.compactor import WindowCompactor, pin_nothing
+from mellea_local.core.compactor import InlineCompactor, WindowCompactor, pin_nothing
 from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.messages import Message
@@ -107,7 +107,7 @@ def test_last_turn():
 def test_chat_context_rejects_compactor_and_window_together():
     with pytest.raises(ValueError, match="not both"):
         ChatContext(compactor=WindowCompactor(2), window_size=2)
-    with pytest.raises(TypeError, match="compact"):
+    with pytest.raises(TypeError, match="requires an InlineCompactor"):
         ChatContext(compactor=object())  # type: ignore[arg-type]
 
 
@@ -125,7 +125,7 @@ def test_window_size_compacts_on_add_and_keeps_leading_system_messages():
 
 
 def test_compactor_must_return_a_chat_context():
-    class ToSimple:
+    class ToSimple(InlineCompactor):
         def compact(self, ctx):
             return SimpleContext()
 
@@ -159,3 +159,45 @@ def test_non_linear_context_has_no_list():
 def test_context_is_abstract():
     with pytest.raises(TypeError):
         Context()  # type: ignore[abstract]
+
+
+def test_duck_typed_compactors_are_refused_and_inline_ones_accepted():
+    class Duck:
+        def compact(self, ctx):
+            return ctx
+
+    with pytest.raises(TypeError, match="requires an InlineCompactor"):
+        ChatContext(compactor=Duck())  # type: ignore[arg-type]
+
+    class Identity(InlineCompactor):
+        def compact(self, ctx):
+            return ctx
+
+    assert [str(e) for e in ChatContext(compactor=Identity()).add(CBlock("a")).as_list()] == ["a"]
+
+
+def test_token_limit_keeps_the_newest_entries_that_fit_and_the_system_prompt():
+    system = Message("system", "s" * 400)  # 100 tokens, pinned: never dropped
+    ctx = ChatContext(token_context_length_limit=130).add(system)
+    for i in range(7):
+        ctx = ctx.add(CBlock("x" * 100 + str(i)))  # 25 tokens each; budget int(130*.75)=97
+    view = ctx.view_for_generation()
+    assert view[0] is system and [str(s)[-1] for s in view[1:]] == ["4", "5", "6"]
+    assert len(ctx.as_list()) == 8  # the history itself is untouched
+    assert ctx.add(CBlock("y"))._token_context_length_limit == 130
+    assert ctx.new_instance()._token_context_length_limit == 130
+    with pytest.raises(ValueError, match="token_context_length_limit"):
+        ChatContext(token_context_length_limit=0)
+
+
+def test_model_id_binding_is_on_a_root_only_and_a_plain_id_never_truncates():
+    ctx = ChatContext(window_size=5)
+    bound = ctx._bind_model("some/model")
+    assert bound.model_id == "some/model" and ctx.model_id is None
+    assert bound.compactor is ctx.compactor
+    for _ in range(50):
+        bound = bound.add(CBlock("x" * 400))
+    assert bound.model_id == "some/model" and len(bound.view_for_generation()) == 5
+    with pytest.raises(ValueError, match="root"):
+        bound._bind_model("other")
+    assert ChatContext(window_size=3).reset_to_new().compactor is None

@@ -258,3 +258,37 @@ async def test_sync_validate_refuses_inside_a_running_loop():
     ctx, out = conversation()
     with pytest.raises(RuntimeError, match="avalidate"):
         validate(["x"], ctx, ScriptedBackend.scripted(), output=out)
+
+
+async def test_requirement_validate_method_routes_like_avalidate():
+    ctx, out = conversation("Paris.")
+    ctx = ctx.add(out)
+    routed = ScriptedBackend.scripted(scores=[rc(0.8)], intrinsics=["requirement-check"])
+    result = await Requirement("mentions Paris").validate(routed, ctx)
+    assert result.as_bool() and result.score == 0.8 and len(routed.score_calls) == 1
+    judged = ScriptedBackend.scripted(["  NO "], default_to_constraint_checking_alora=False)
+    result = await Requirement("mentions Rome").validate(judged, ctx, model_options={"k": 1})
+    assert not result.as_bool() and result.reason == "mentions Rome"
+    assert judged.generate_calls[0].model_options == {"k": 1}
+    with pytest.raises(AdapterSchemaMismatchError):
+        await ALoraRequirement("x").validate(
+            ScriptedBackend.scripted(scores=['{"score": 1}'], intrinsics=["requirement-check"]),
+            ctx)
+
+
+class DuckBackend:
+    """Not a Backend: offers only generate_from_context (no adapter interface)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def generate_from_context(self, action, ctx, *, format=None, model_options=None,
+                                    tool_calls=False):
+        mot = ModelOutputThunk(self.answer)
+        return mot, ctx.add(action).add(mot)
+
+
+async def test_a_duck_typed_backend_is_never_asked_about_adapters():
+    ctx, out = conversation("Paris.")
+    result = await Requirement("mentions Paris").validate(DuckBackend("yes"), ctx.add(out))
+    assert result.as_bool() and result.reason == "mentions Paris"
