@@ -1,0 +1,325 @@
+"""``start_session()`` / ``MelleaSession``: the peer library's entry point, over our backend.
+
+A session holds a backend and the conversation so far (``ctx``) and offers the verbs users
+start from: ``instruct`` (instruct / validate / repair), ``chat``, ``act``, ``validate``, each
+with an async twin. ``start_session()`` with no arguments loads the embedded model, so it runs
+offline anywhere; requirement checks go through ``avalidate``, so on a backend with a
+requirement-check aLoRA each check reuses the conversation's KV cache.
+
+With the default ``SimpleContext`` every call starts fresh, as in the peer library; the
+requirements of that call are then judged over the exchange itself (the instruction and the
+answer), never over an empty conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import uuid
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from jinja2.sandbox import SandboxedEnvironment
+
+from mellea_local.core.backend import Backend
+from mellea_local.core.component import Span
+from mellea_local.core.context import ChatContext, Context, SimpleContext
+from mellea_local.core.thunk import ComputedModelOutputThunk
+from mellea_local.errors import AdapterNotFoundError, UnsupportedInputError
+from mellea_local.messages import Message
+from mellea_local.requirements import Requirement, ValidationResult, avalidate
+from mellea_local.sampling import (
+    DEFAULT_STRATEGY,
+    BaseSamplingStrategy,
+    Instruction,
+    RejectionSamplingStrategy,
+    SamplingAttempt,
+    SamplingResult,
+    combine_requirements,
+)
+
+__all__ = ["MelleaSession", "start_session"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+EMBEDDED_MODEL_ID = "mellea-tiny-chat"
+_HF_NAMES = frozenset({"hf", "huggingface", "transformers"})
+_EMBEDDED_NAMES = frozenset({None, "embedded", EMBEDDED_MODEL_ID})
+_TEMPLATES = SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
+
+
+def _run(coro: Coroutine[Any, Any, T], twin: str) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError(
+        f"MelleaSession.{twin.lstrip('a')}() cannot run inside a running event loop; use "
+        f"`await session.{twin}(...)`."
+    )
+
+
+def _fill(text: str, user_variables: dict[str, Any] | None) -> str:
+    """``{{name}}`` placeholders filled from ``user_variables`` (a sandboxed Jinja render)."""
+    if not user_variables:
+        return text
+    return _TEMPLATES.from_string(text).render(**user_variables)
+
+
+def _refuse(**unsupported: Any) -> None:
+    given = [name for name, value in unsupported.items() if value]
+    if given:
+        raise UnsupportedInputError(
+            f"MelleaSession does not support {', '.join(given)} here (docs/compatibility.md); "
+            "put that material into the description or the context instead."
+        )
+
+
+class MelleaSession:
+    """A backend plus the conversation so far; every verb updates ``ctx``.
+
+    ``ctx`` defaults to a ``SimpleContext`` (each call starts fresh). A root ``ChatContext``
+    without a model is bound to the backend's ``model_id`` (a plain id never truncates the
+    history; pass ``token_context_length_limit`` for that).
+    """
+
+    def __init__(self, backend: Backend, ctx: Context | None = None) -> None:
+        self.backend = backend
+        self.ctx: Context = self._bind(ctx if ctx is not None else SimpleContext())
+        self.id = str(uuid.uuid4())
+        self._last_view: list[Span] | None = None
+
+    def _bind(self, ctx: Context) -> Context:
+        if isinstance(ctx, ChatContext) and ctx.is_root_node and ctx.model_id is None:
+            model_id = getattr(self.backend, "model_id", None)
+            if model_id is not None:
+                return ctx._bind_model(model_id)
+        return ctx
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    def __enter__(self) -> MelleaSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Forget the conversation (the backend stays loaded: other sessions may share it)."""
+        self.reset()
+
+    def reset(self) -> None:
+        """An empty conversation with the same configuration (and model binding)."""
+        self.ctx = self._bind(self.ctx.new_instance())
+        self._last_view = None
+
+    def __copy__(self) -> MelleaSession:
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.id = str(uuid.uuid4())
+        return clone
+
+    def clone(self) -> MelleaSession:
+        """A session sharing the backend and the conversation so far, with its own id."""
+        return copy.copy(self)
+
+    def last_prompt(self) -> list[dict[str, Any]] | None:
+        """The chat messages the model read for the newest output (None before any call)."""
+        if self._last_view is None:
+            return None
+        from mellea_local.rendering.chat import to_chat_messages, to_message_dicts
+
+        return to_message_dicts(to_chat_messages(self._last_view))
+
+    def _record(self, generation_ctx: Context) -> None:
+        view = generation_ctx.view_for_generation() or []
+        entries = generation_ctx.as_list() or []
+        # What the model read: the view before the output, with the action it answered.
+        self._last_view = [*view[:-2], *entries[-2:-1]] if len(entries) >= 2 else list(view)
+
+    # ----- the verbs -------------------------------------------------------------------
+
+    async def aact(
+        self,
+        action: Span,
+        *,
+        requirements: Sequence[Requirement | str] | None = None,
+        strategy: BaseSamplingStrategy | None = DEFAULT_STRATEGY,
+        return_sampling_results: bool = False,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+    ) -> ComputedModelOutputThunk[Any] | SamplingResult:
+        """Generate the answer to ``action``; with requirements, sample until they hold.
+
+        Returns the finished output, or the whole ``SamplingResult`` when
+        ``return_sampling_results``. ``strategy=None`` generates once (requirements, if any,
+        are still checked, so the result says whether they hold).
+        """
+        # A SimpleContext shows the model nothing before the action, exactly like a fresh
+        # ChatContext; running on the latter lets the checks see the exchange they judge.
+        fresh = not isinstance(self.ctx, ChatContext)
+        run_ctx: Context = ChatContext() if fresh else self.ctx
+        if tool_calls:
+            if requirements:
+                raise UnsupportedInputError(
+                    "act/instruct with tool_calls=True generates once and cannot check "
+                    "requirements; call session.validate(...) on the result instead."
+                )
+            mot, new_ctx = await self.backend.generate_from_context(
+                action, run_ctx, format=format, model_options=model_options, tool_calls=True
+            )
+            await mot.avalue()
+            attempt = SamplingAttempt(0, action, ComputedModelOutputThunk(mot), new_ctx)
+            result = SamplingResult(True, 0, [attempt])
+        else:
+            if strategy is None:
+                strategy = RejectionSamplingStrategy(loop_budget=1)
+            reqs = combine_requirements(strategy.requirements, requirements)
+            result = await strategy.sample(action, run_ctx, self.backend, reqs, format=format,
+                                           model_options=model_options)
+        chosen = result.chosen
+        self._record(chosen.context)
+        if fresh:
+            self.ctx = self.ctx.add(chosen.action).add(result.result)
+        else:
+            self.ctx = chosen.context
+        return result if return_sampling_results else result.result
+
+    def act(self, action: Span, **kwargs: Any) -> ComputedModelOutputThunk[Any] | SamplingResult:
+        """Synchronous ``aact``."""
+        return _run(self.aact(action, **kwargs), "aact")
+
+    async def ainstruct(
+        self,
+        description: str,
+        *,
+        requirements: Sequence[Requirement | str] | None = None,
+        strategy: BaseSamplingStrategy | None = DEFAULT_STRATEGY,
+        return_sampling_results: bool = False,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        user_variables: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+        images: Sequence[Any] | None = None,
+        icl_examples: Sequence[Any] | None = None,
+        grounding_context: dict[str, Any] | None = None,
+        prefix: str | None = None,
+        output_prefix: str | None = None,
+    ) -> ComputedModelOutputThunk[Any] | SamplingResult:
+        """Ask for ``description`` (``{{name}}`` filled from ``user_variables``) and sample
+        until ``requirements`` hold; the default strategy is rejection sampling, budget 2."""
+        _refuse(images=images, icl_examples=icl_examples, grounding_context=grounding_context,
+                prefix=prefix, output_prefix=output_prefix)
+        base = strategy.requirements if strategy is not None else []
+        reqs = combine_requirements(base, requirements)
+        instruction = Instruction(_fill(description, user_variables), reqs)
+        return await self.aact(
+            instruction, requirements=requirements, strategy=strategy,
+            return_sampling_results=return_sampling_results, format=format,
+            model_options=model_options, tool_calls=tool_calls,
+        )
+
+    def instruct(self, description: str, **kwargs: Any) -> Any:
+        """Synchronous ``ainstruct``."""
+        return _run(self.ainstruct(description, **kwargs), "ainstruct")
+
+    async def achat(
+        self,
+        content: str,
+        role: str = "user",
+        *,
+        user_variables: dict[str, Any] | None = None,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+        images: Sequence[Any] | None = None,
+    ) -> Message:
+        """Send one chat turn and return the model's reply as an assistant ``Message``."""
+        message = Message(role, _fill(content, user_variables), images=images)  # type: ignore[arg-type]
+        mot, new_ctx = await self.backend.generate_from_context(
+            message, self.ctx, format=format, model_options=model_options,
+            tool_calls=tool_calls,
+        )
+        await mot.avalue()
+        self._record(new_ctx)
+        self.ctx = new_ctx
+        reply = mot.parsed_repr
+        if isinstance(reply, Message):
+            return reply
+        return Message("assistant", mot.value or "", thinking=mot.thinking,
+                       tool_calls=mot.tool_calls)
+
+    def chat(self, content: str, role: str = "user", **kwargs: Any) -> Message:
+        """Synchronous ``achat``."""
+        return _run(self.achat(content, role, **kwargs), "achat")
+
+    async def avalidate(
+        self,
+        reqs: Requirement | str | Sequence[Requirement | str],
+        *,
+        output: Any = None,
+        format: type[Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        generate_logs: list[Any] | None = None,
+        input: Any = None,
+    ) -> list[ValidationResult]:
+        """Check requirements against the newest output in ``ctx`` (or ``output``)."""
+        ctx = self.ctx
+        if not isinstance(ctx, ChatContext):
+            history = ctx.as_list() or []
+            ctx = ChatContext().with_history(history[-2:])
+        if input is not None:
+            ctx = ctx.add(input)
+        results = await avalidate(reqs, ctx, self.backend, output=output, format=format,
+                                  model_options=model_options)
+        if generate_logs is not None:
+            generate_logs.extend(r.thunk.generate_log if r.thunk is not None else None
+                                 for r in results)
+        return results
+
+    def validate(self, reqs: Any, **kwargs: Any) -> list[ValidationResult]:
+        """Synchronous ``avalidate``."""
+        return _run(self.avalidate(reqs, **kwargs), "avalidate")
+
+    def __repr__(self) -> str:
+        return f"MelleaSession({type(self.backend).__name__}, {self.ctx!r})"
+
+
+def start_session(
+    backend_name: str = "hf",
+    model_id: str | None = None,
+    ctx: Context | None = None,
+    *,
+    model_options: dict[str, Any] | None = None,
+    **backend_kwargs: Any,
+) -> MelleaSession:
+    """A session over a local Hugging Face model; with no arguments, the embedded model.
+
+    ``model_id`` is a hub id or a local folder (``None``, ``"embedded"`` or
+    ``"mellea-tiny-chat"``: the shipped model and its requirement-check adapters). For another
+    model the library's ``requirement-check`` adapter is added when one fits it; otherwise
+    requirements are judged by the model's yes/no answer. ``backend_kwargs`` go to
+    ``LocalHFBackend`` (``device``, ``dtype``, ...).
+    """
+    if backend_name not in _HF_NAMES:
+        raise UnsupportedInputError(
+            f"backend_name {backend_name!r} is not available in mellea_local, which runs local "
+            "Hugging Face models only; use backend_name='hf'."
+        )
+    from mellea_local.backends.huggingface import LocalHFBackend  # torch: import on use
+
+    if model_id in _EMBEDDED_NAMES:
+        backend = LocalHFBackend.embedded(model_options=model_options, **backend_kwargs)
+    else:
+        backend = LocalHFBackend(str(model_id), model_options=model_options, **backend_kwargs)
+        try:
+            backend.add_adapter("requirement-check")
+        except AdapterNotFoundError:
+            logger.info("No requirement-check adapter for %s: requirements are judged by the "
+                        "model's yes/no answer.", model_id)
+    return MelleaSession(backend, ctx)
