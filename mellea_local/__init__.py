@@ -77,6 +77,7 @@ from mellea_local.react import (
 from mellea_local.requirements import (
     ALoraRequirement,
     LLMaJRequirement,
+    PartialValidationResult,
     Requirement,
     ValidationResult,
     avalidate,
@@ -192,6 +193,7 @@ __all__ = [
     "ModelToolCall",
     "MultiTurnStrategy",
     "NotAnAdapterRunnerError",
+    "PartialValidationResult",
     "PinPredicate",
     "PrefixCache",
     "RawProviderResponse",

@@ -8,6 +8,7 @@ formatter. Thinking and tool calls travel through both, so a backend can replay 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
@@ -90,7 +91,7 @@ class Message(Component["Message"]):
     ):
         if role not in _ROLES:
             raise ValueError(
-                f"Message role must be one of {sorted(_ROLES)}, got {role!r}; map other "
+                f"Invalid role {role!r}: a Message role is one of {sorted(_ROLES)}; map other "
                 "roles (e.g. 'developer', 'function') to one of these."
             )
         if not isinstance(content, str):
@@ -152,7 +153,7 @@ class Message(Component["Message"]):
         """A self-describing view: role, thinking and tool metadata are declared, not guessed."""
         return TemplateRepresentation(
             obj=self,
-            args={"content": self.content, "documents": self._docs},
+            args={"content": self._content_cblock, "documents": self._docs},
             template_order=["*", "Message"],
             images=self._images,
             audio=self._audio,
@@ -169,8 +170,23 @@ class Message(Component["Message"]):
             "assistant", computed.value or "", thinking=computed.thinking, tool_calls=calls
         )
 
+    def _repr_fields(self) -> list[str]:
+        fields = [f"role={_quoted(self.role)}", f"content={_quoted(self.content)}"]
+        for name, items in (("images", self._images), ("audio", self._audio),
+                            ("documents", self._docs), ("tool_calls", self._tool_calls)):
+            if items:
+                fields.append(f"{name}={len(items)}")
+        if self._tool_call_id:
+            fields.append(f"tool_call_id={_quoted(self._tool_call_id)}")
+        return fields
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(role={self.role!r}, content={self.content!r})"
+        return f"{type(self).__name__}({', '.join(self._repr_fields())})"
+
+
+def _quoted(text: str) -> str:
+    """Double-quoted, escaped like JSON: the peer library's repr style."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 class ToolMessage(Message):
@@ -198,6 +214,9 @@ class ToolMessage(Message):
     @property
     def tool_output(self) -> Any:
         return self._tool_output
+
+    def _repr_fields(self) -> list[str]:
+        return [*super()._repr_fields(), f"name={_quoted(self.name)}"]
 
     @property
     def tool(self) -> ModelToolCall:

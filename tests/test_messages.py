@@ -116,7 +116,8 @@ def test_format_for_llm_declares_role_thinking_and_tool_metadata():
     m = Message("assistant", "", tool_calls=[call], thinking="add them")
     tr = m.format_for_llm()
     assert tr.obj is m and tr.role == "assistant" and tr.thinking == "add them"
-    assert tr.args["content"] == "" and tr.template_order == ["*", "Message"]
+    assert tr.args["content"] is m.parts()[0] and str(tr.args["content"]) == ""
+    assert tr.template_order == ["*", "Message"]
     assert tr.tool_calls == [call.as_chat_dict()]
     tool_turn = Message("tool", "3", tool_call_id="call_1").format_for_llm()
     assert tool_turn.tool_call_id == "call_1" and tool_turn.role == "tool"
@@ -308,3 +309,13 @@ def test_generic_history_turns_raw_outputs_into_assistant_turns(raw):
     assert [fields(m) for m in history] == [
         ("assistant", p if p is not None else v, t, None, None) for v, p, t in raw
     ]
+
+
+def test_reprs_are_double_quoted_and_name_attachments_and_the_tool():
+    assert repr(Message("user", 'say "hi"')) == 'Message(role="user", content="say \\"hi\\"")'
+    call = ModelToolCall("fn", None, {}, tool_call_id="c1")
+    tm = ToolMessage("tool", "out", "out", "fn", {}, call)
+    assert repr(tm) == 'ToolMessage(role="tool", content="out", tool_call_id="c1", name="fn")'
+    with pytest.raises(ValueError, match="Invalid role 'admin'"):
+        Message("admin", "x")  # type: ignore[arg-type]
+    assert Message("user", "x").format_for_llm().args["content"].value == "x"

@@ -1,7 +1,14 @@
 """Core types: blocks, components, thunks, contexts, compactors and the Backend interface."""
 
 from mellea_local.core.backend import Backend
-from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
+from mellea_local.core.blocks import (
+    AudioBlock,
+    AudioUrlBlock,
+    CBlock,
+    ImageBlock,
+    ImageUrlBlock,
+    make_image_block,
+)
 from mellea_local.core.compactor import (
     Compactor,
     InlineCompactor,
@@ -15,6 +22,12 @@ from mellea_local.core.compactor import (
 from mellea_local.core.component import Component, Span, TemplateRepresentation, parse
 from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
 from mellea_local.core.generation import GenerateLog, GenerationMetadata, RawProviderResponse
+from mellea_local.core.spans import (
+    blockify,
+    generate_walk,
+    get_audio_from_component,
+    get_images_from_component,
+)
 from mellea_local.core.thunk import ComputedModelOutputThunk, ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 
@@ -43,6 +56,11 @@ __all__ = [
     "TemplateRepresentation",
     "ThresholdCompactor",
     "WindowCompactor",
+    "blockify",
+    "generate_walk",
+    "get_audio_from_component",
+    "get_images_from_component",
+    "make_image_block",
     "parse",
     "pin_nothing",
     "pin_system",

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 from urllib.parse import urlparse
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_DATA_URI = "data:image/png;base64,"
+_AUDIO_DATA_URI = re.compile(r"data:audio/([A-Za-z0-9.+-]+);base64,")
+# MIME subtypes that name a container under another name.
+_AUDIO_FORMATS = {"wave": "wav", "mpeg": "mp3", "mpeg3": "mp3"}
 
 
 class CBlock:
@@ -27,7 +31,7 @@ class CBlock:
     ):
         if value is not None and not isinstance(value, str):
             raise TypeError(
-                f"CBlock value must be a str or None, got {type(value).__name__}; "
+                f"CBlock value should always be a string or None, got {type(value).__name__}; "
                 "convert it with str() or wrap structured data in a Component."
             )
         self._underlying_value = value
@@ -60,8 +64,24 @@ def _decode_base64(value: str, what: str) -> bytes:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ValueError(
-            f"{what} value is not valid base64 ({exc}); pass base64.b64encode(data).decode()."
+            f"Invalid base64 in the {what} value ({exc}); pass "
+            "base64.b64encode(data).decode()."
         ) from exc
+
+
+def _audio_format(mime_subtype: str) -> str:
+    """``x-wav`` -> ``wav``, ``mpeg`` -> ``mp3``: the container name a backend expects."""
+    name = mime_subtype.lower().removeprefix("x-")
+    return _AUDIO_FORMATS.get(name, name)
+
+
+def _checked_format(format: object, what: str) -> str:
+    if not isinstance(format, str) or not format.strip():
+        raise ValueError(
+            f"{what} format must be a non-empty string such as 'wav' or 'mp3', got "
+            f"{format!r}; pass format=, or a data:audio/<format>;base64, URI."
+        )
+    return format.strip()
 
 
 def _check_http_url(url: object, what: str) -> str:
@@ -95,6 +115,17 @@ class ImageBlock(CBlock):
             )
         super().__init__(value, meta)
 
+    @staticmethod
+    def is_valid_base64_png(value: str) -> bool:
+        """Whether ``value`` (base64, optionally a PNG data URI) decodes to a PNG image."""
+        if not isinstance(value, str):
+            return False
+        value = value.removeprefix(_PNG_DATA_URI)
+        try:
+            return base64.b64decode(value, validate=True).startswith(_PNG_SIGNATURE)
+        except (binascii.Error, ValueError):
+            return False
+
     @classmethod
     def from_png_bytes(cls, data: bytes, meta: dict[str, Any] | None = None) -> ImageBlock:
         """Build from raw PNG bytes, so callers need not encode by hand."""
@@ -113,23 +144,91 @@ class ImageUrlBlock(CBlock):
 
 
 class AudioBlock(CBlock):
-    """Audio as base64 text; ``format`` names the container (e.g. ``"wav"``)."""
+    """Audio as base64 text or a ``data:audio/<format>;base64,`` URI (kept as given).
 
-    def __init__(self, value: str, meta: dict[str, Any] | None = None, *, format: str = "wav"):
+    ``format`` names the container (``"wav"``, ``"mp3"``); a data URI supplies it (``x-wav``
+    and ``wave`` read as ``wav``, ``mpeg`` as ``mp3``), plain base64 needs it passed.
+    """
+
+    def __init__(
+        self, value: str, meta: dict[str, Any] | None = None, *, format: str | None = None
+    ):
         if not isinstance(value, str):
             raise TypeError(f"AudioBlock value must be base64 text, got {type(value).__name__}.")
-        if not _decode_base64(value, "AudioBlock"):
+        match = _AUDIO_DATA_URI.match(value)
+        payload = value[match.end():] if match else value
+        if not _decode_base64(payload, "AudioBlock"):
             raise ValueError("AudioBlock value decodes to no bytes; pass non-empty audio data.")
+        if format is None and match:
+            format = _audio_format(match.group(1))
+        self.format = _checked_format(format, "AudioBlock")
         super().__init__(value, meta)
-        self.format = format
+
+    @staticmethod
+    def is_valid_base64_audio(value: str) -> bool:
+        """Whether ``value`` (base64 or an audio data URI) decodes to some bytes."""
+        if not isinstance(value, str):
+            return False
+        match = _AUDIO_DATA_URI.match(value)
+        try:
+            return bool(base64.b64decode(value[match.end():] if match else value, validate=True))
+        except (binascii.Error, ValueError):
+            return False
 
 
 class AudioUrlBlock(CBlock):
-    """Audio referenced by an http(s) URL; never fetched by this package."""
+    """Audio referenced by an http(s) URL; never fetched by this package.
 
-    def __init__(self, url: str, meta: dict[str, Any] | None = None):
+    ``format`` names the container; without it, the URL's file extension, if any.
+    """
+
+    def __init__(
+        self, url: str, meta: dict[str, Any] | None = None, *, format: str | None = None
+    ):
         super().__init__(_check_http_url(url, "AudioUrlBlock"), meta)
+        if format is None:
+            suffix = urlparse(url).path.rpartition(".")[2]
+            self.format = suffix.lower() if "." in urlparse(url).path and suffix else None
+        else:
+            self.format = _checked_format(format, "AudioUrlBlock")
 
     @property
     def url(self) -> str:
         return str(self)
+
+
+def make_image_block(
+    image: Any, meta: dict[str, Any] | None = None, *, convert_to_base64: bool = False
+) -> ImageBlock | ImageUrlBlock:
+    """An image block from a PIL image, PNG base64 (or a PNG data URI), or an http(s) URL.
+
+    A URL stays an ``ImageUrlBlock``: this package never downloads, so
+    ``convert_to_base64=True`` is refused (fetch the bytes yourself and pass them in).
+    """
+    if isinstance(image, str):
+        if image.startswith(("http://", "https://")):
+            if convert_to_base64:
+                from mellea_local.errors import UnsupportedInputError
+
+                raise UnsupportedInputError(
+                    "make_image_block(convert_to_base64=True) would download the image; "
+                    "mellea_local never fetches URLs. Download it yourself and pass the PNG "
+                    "bytes to ImageBlock.from_png_bytes()."
+                )
+            return ImageUrlBlock(image, meta)
+        if ImageBlock.is_valid_base64_png(image):
+            return ImageBlock(image, meta)
+        raise ValueError(
+            f"make_image_block could not interpret the string {image[:40]!r}: pass an http(s) "
+            "URL, PNG base64 text or a data:image/png;base64, URI."
+        )
+    if hasattr(image, "save") and hasattr(image, "mode"):  # a PIL image, without importing PIL
+        import io
+
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return ImageBlock.from_png_bytes(buffer.getvalue(), meta)
+    raise TypeError(
+        f"make_image_block expects a PIL image or a string (URL or base64), got "
+        f"{type(image).__name__}."
+    )

@@ -3,6 +3,7 @@
 from mellea_local.requirements.requirement import (
     ALoraRequirement,
     LLMaJRequirement,
+    PartialValidationResult,
     Requirement,
     ValidationResult,
     check,
@@ -18,6 +19,7 @@ from mellea_local.requirements.validate import avalidate, validate
 __all__ = [
     "ALoraRequirement",
     "LLMaJRequirement",
+    "PartialValidationResult",
     "Requirement",
     "ValidationResult",
     "avalidate",

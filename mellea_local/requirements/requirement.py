@@ -92,6 +92,44 @@ class ValidationResult:
         return f"ValidationResult({self._result}{extra})"
 
 
+class PartialValidationResult:
+    """A verdict on a partial output: ``"pass"``, ``"fail"`` or ``"unknown"`` (not yet).
+
+    ``bool()`` is True only for ``"pass"``; the other fields are as in ``ValidationResult``.
+    """
+
+    STATES = ("pass", "fail", "unknown")
+
+    def __init__(
+        self,
+        success: str,
+        *,
+        reason: str | None = None,
+        score: float | None = None,
+        thunk: ModelOutputThunk[Any] | None = None,
+        context: Context | None = None,
+    ):
+        if success not in self.STATES:
+            raise ValueError(
+                f"success must be one of {self.STATES}, got {success!r}."
+            )
+        self.success = success
+        self.reason = reason
+        self.score = score
+        self.thunk = thunk
+        self.context = context
+
+    def as_bool(self) -> bool:
+        return self.success == "pass"
+
+    def __bool__(self) -> bool:
+        return self.as_bool()
+
+    def __repr__(self) -> str:
+        return (f"PartialValidationResult({self.success!r}, reason={self.reason!r}, "
+                f"score={self.score!r})")
+
+
 def _as_text(x: CBlock | ModelOutputThunk[Any] | str) -> str:
     if isinstance(x, str):
         return x

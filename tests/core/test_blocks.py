@@ -80,3 +80,37 @@ def test_audio_block_validates_base64():
         AudioBlock("@@@")
     with pytest.raises(ValueError, match="no bytes"):
         AudioBlock("")
+
+
+def test_audio_block_reads_its_format_from_a_data_uri_and_otherwise_needs_one():
+    payload = base64.b64encode(b"RIFF....WAVE").decode()
+    for subtype, expected in [("x-wav", "wav"), ("wave", "wav"), ("mpeg", "mp3"),
+                              ("x-mp3", "mp3"), ("x-flac", "flac"), ("ogg", "ogg")]:
+        uri = f"data:audio/{subtype};base64,{payload}"
+        block = AudioBlock(uri)
+        assert block.format == expected and block.value == uri
+    assert AudioBlock(f"data:audio/wav;base64,{payload}", format="ogg").format == "ogg"
+    for bad in (None, "", "   "):
+        with pytest.raises(ValueError, match="non-empty"):
+            AudioBlock(payload, format=bad)
+    with pytest.raises(ValueError, match="Invalid base64"):
+        AudioBlock("data:audio/wav;base64,@@@")
+    assert AudioBlock.is_valid_base64_audio(f"data:audio/wav;base64,{payload}")
+    assert not AudioBlock.is_valid_base64_audio("@@@")
+    assert not AudioBlock.is_valid_base64_audio("")
+
+
+def test_audio_url_block_format_is_given_or_read_from_the_extension():
+    assert AudioUrlBlock("https://example.org/a.MP3").format == "mp3"
+    assert AudioUrlBlock("https://example.org/a", format="wav").format == "wav"
+    assert AudioUrlBlock("https://example.org/stream").format is None
+    with pytest.raises(ValueError, match="non-empty"):
+        AudioUrlBlock("https://example.org/a.mp3", format=" ")
+
+
+def test_is_valid_base64_png_accepts_data_uris_and_rejects_other_data():
+    png = base64.b64encode(tiny_png()).decode()
+    assert ImageBlock.is_valid_base64_png(png)
+    assert ImageBlock.is_valid_base64_png("data:image/png;base64," + png)
+    assert not ImageBlock.is_valid_base64_png(base64.b64encode(b"\xff\xd8\xff").decode())
+    assert not ImageBlock.is_valid_base64_png("not base64!!")

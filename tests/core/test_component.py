@@ -66,3 +66,50 @@ def test_template_representation_defaults():
     assert tr.args == {} and tr.role is None and tr.tools is None and tr.template is None
     assert tr.thinking is None and tr.tool_calls is None and tr.tool_call_id is None
     assert TemplateRepresentation(obj="p").args is not tr.args  # no shared mutable default
+
+
+def test_span_helpers_blockify_walk_and_attachments():
+    from mellea_local.core.spans import (
+        blockify,
+        generate_walk,
+        get_audio_from_component,
+        get_images_from_component,
+    )
+
+    block = blockify("hi")
+    assert isinstance(block, CBlock) and block.value == "hi" and blockify(block) is block
+    with pytest.raises(TypeError, match="blockify"):
+        blockify(3)  # type: ignore[arg-type]
+    pending, done = ModelOutputThunk(None), ModelOutputThunk("x")
+
+    class Holder(Component[str]):
+        def __init__(self, *parts, images=None):
+            self._parts, self.images = list(parts), images
+
+        def parts(self):
+            return self._parts
+
+    assert generate_walk(Holder(done, Holder(pending), CBlock("c"))) == [pending]
+    with pytest.raises(ValueError, match="parts"):
+        generate_walk(Holder("raw text"))
+    assert get_images_from_component(Holder()) is None
+    assert get_images_from_component(Holder(images=[])) is None
+    assert get_audio_from_component(Holder()) is None
+
+
+def test_make_image_block_never_downloads():
+    import base64
+
+    from mellea_local.core.blocks import ImageBlock, ImageUrlBlock, make_image_block
+    from mellea_local.errors import UnsupportedInputError
+
+    assert isinstance(make_image_block("https://example.org/a.png"), ImageUrlBlock)
+    with pytest.raises(UnsupportedInputError, match="never fetches"):
+        make_image_block("https://example.org/a.png", convert_to_base64=True)
+    png = ImageBlock.from_png_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 8)
+    same = make_image_block("data:image/png;base64," + png.value, meta={"alt": "x"})
+    assert isinstance(same, ImageBlock) and same.meta == {"alt": "x"}
+    with pytest.raises(ValueError, match="could not interpret"):
+        make_image_block(base64.b64encode(b"jpeg").decode())
+    with pytest.raises(TypeError, match="PIL image or a string"):
+        make_image_block(12345)

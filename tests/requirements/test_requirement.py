@@ -219,3 +219,14 @@ def test_simple_validate_without_output_fails_without_calling_fn():
 def test_simple_validate_rejects_other_return_types(bad):
     with pytest.raises(ValueError, match="bool"):
         simple_validate(lambda s: bad)(with_output("x"))
+
+
+def test_partial_validation_result_is_tri_state():
+    from mellea_local.requirements import PartialValidationResult
+
+    assert [bool(PartialValidationResult(s)) for s in ("pass", "fail", "unknown")] == [
+        True, False, False]
+    r = PartialValidationResult("fail", reason="too short", score=0.1)
+    assert "'fail'" in repr(r) and "too short" in repr(r) and r.thunk is None
+    with pytest.raises(ValueError, match="success must be"):
+        PartialValidationResult("maybe")
