@@ -133,7 +133,7 @@ class ImageBlock(CBlock):
 
 
 class ImageUrlBlock(CBlock):
-    """An image referenced by an http(s) URL; never fetched by this package."""
+    """An image referenced by an http(s) URL; fetched only by ``resolve_base64()``."""
 
     def __init__(self, url: str, meta: dict[str, Any] | None = None):
         super().__init__(_check_http_url(url, "ImageUrlBlock"), meta)
@@ -141,6 +141,12 @@ class ImageUrlBlock(CBlock):
     @property
     def url(self) -> str:
         return str(self)
+
+    def resolve_base64(self) -> str:
+        """The image as PNG base64, downloaded once per URL (needs ``requests``)."""
+        from mellea_local.core.image_download import _cached_download_image_as_base64
+
+        return _cached_download_image_as_base64(self.url)
 
 
 class AudioBlock(CBlock):
@@ -202,20 +208,13 @@ def make_image_block(
 ) -> ImageBlock | ImageUrlBlock:
     """An image block from a PIL image, PNG base64 (or a PNG data URI), or an http(s) URL.
 
-    A URL stays an ``ImageUrlBlock``: this package never downloads, so
-    ``convert_to_base64=True`` is refused (fetch the bytes yourself and pass them in).
+    A URL stays an ``ImageUrlBlock`` unless ``convert_to_base64=True``, which downloads it
+    (once per URL; needs the optional ``requests`` package).
     """
     if isinstance(image, str):
         if image.startswith(("http://", "https://")):
-            if convert_to_base64:
-                from mellea_local.errors import UnsupportedInputError
-
-                raise UnsupportedInputError(
-                    "make_image_block(convert_to_base64=True) would download the image; "
-                    "mellea_local never fetches URLs. Download it yourself and pass the PNG "
-                    "bytes to ImageBlock.from_png_bytes()."
-                )
-            return ImageUrlBlock(image, meta)
+            block = ImageUrlBlock(image, meta)
+            return ImageBlock(block.resolve_base64(), meta) if convert_to_base64 else block
         if ImageBlock.is_valid_base64_png(image):
             return ImageBlock(image, meta)
         raise ValueError(

@@ -7,7 +7,7 @@ import pytest
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, TemplateRepresentation, parse
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import ComponentParseError, MelleaLocalError
+from mellea_local.errors import ComponentParseError, MelleaLocalError, UnsupportedInputError
 from mellea_local.messages import Message
 
 
@@ -97,18 +97,62 @@ def test_span_helpers_blockify_walk_and_attachments():
     assert get_audio_from_component(Holder()) is None
 
 
-def test_make_image_block_never_downloads():
+def test_make_image_block_downloads_only_on_request_through_a_bounded_cache(monkeypatch):
     import base64
+    from collections import OrderedDict
 
+    from mellea_local.core import image_download
     from mellea_local.core.blocks import ImageBlock, ImageUrlBlock, make_image_block
-    from mellea_local.errors import UnsupportedInputError
 
-    assert isinstance(make_image_block("https://example.org/a.png"), ImageUrlBlock)
-    with pytest.raises(UnsupportedInputError, match="never fetches"):
-        make_image_block("https://example.org/a.png", convert_to_base64=True)
-    png = ImageBlock.from_png_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 8)
-    same = make_image_block("data:image/png;base64," + png.value, meta={"alt": "x"})
-    assert isinstance(same, ImageBlock) and same.meta == {"alt": "x"}
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 8
+    fetched: list[str] = []
+
+    class Response:
+        def __init__(self, body, length=None):
+            self.raw = type("Raw", (), {"read": lambda _s, n, decode_content: body[:n]})()
+            self.headers = {} if length is None else {"Content-Length": str(length)}
+
+        def raise_for_status(self):
+            return None
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class FakeRequests:
+        RequestException = OSError
+
+        @staticmethod
+        def get(url, **kw):
+            fetched.append(url)
+            if "down" in url:
+                raise OSError("no route")
+            return Response(png * 4 if "big" in url else png, 10**9 if "huge" in url else None)
+
+    monkeypatch.setattr(image_download, "requests", FakeRequests)
+    monkeypatch.setattr(image_download, "_IMAGE_DOWNLOAD_MAX_BYTES", 40)
+    monkeypatch.setattr(image_download, "_IMAGE_CACHE_MAX_ENTRIES", 2)
+    monkeypatch.setattr(image_download, "_image_base64_cache", OrderedDict())
+    url = "https://example.org/a.png"
+    assert isinstance(make_image_block(url), ImageUrlBlock) and fetched == []
+    block = make_image_block(url, convert_to_base64=True, meta={"alt": "a"})
+    assert isinstance(block, ImageBlock) and block.meta == {"alt": "a"}
+    assert ImageUrlBlock(url).resolve_base64() == block.value and fetched == [url]  # cached
+    for other in ("https://example.org/b.png", "https://example.org/c.png"):
+        ImageUrlBlock(other).resolve_base64()
+    assert list(image_download._image_base64_cache) == [
+        "https://example.org/b.png", "https://example.org/c.png"]  # LRU: a evicted
+    for bad, match in (("down", "Failed to download"), ("big", "exceeds"),
+                       ("huge", "exceeds")):
+        with pytest.raises(ValueError, match=match):
+            make_image_block(f"https://example.org/{bad}.png", convert_to_base64=True)
+    monkeypatch.setattr(image_download, "requests", None)
+    with pytest.raises(UnsupportedInputError, match="requests"):
+        ImageUrlBlock("https://example.org/new.png").resolve_base64()
+    same = make_image_block("data:image/png;base64," + base64.b64encode(png).decode())
+    assert isinstance(same, ImageBlock)
     with pytest.raises(ValueError, match="could not interpret"):
         make_image_block(base64.b64encode(b"jpeg").decode())
     with pytest.raises(TypeError, match="PIL image or a string"):
