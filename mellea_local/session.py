@@ -290,12 +290,25 @@ class MelleaSession:
         return f"MelleaSession({type(self.backend).__name__}, {self.ctx!r})"
 
 
+def _resolve_context(ctx: Context | None, context_type: str | None) -> Context:
+    """``ctx`` as given, else a new context of ``context_type`` (``"simple"`` by default)."""
+    if ctx is not None and context_type is not None:
+        raise ValueError("Cannot specify both ctx and context_type; pass one of them.")
+    if ctx is not None:
+        return ctx
+    kinds = {None: SimpleContext, "simple": SimpleContext, "chat": ChatContext}
+    if context_type not in kinds:
+        raise ValueError(f"context_type must be 'simple' or 'chat', got {context_type!r}.")
+    return kinds[context_type]()
+
+
 def start_session(
     backend_name: str = "hf",
     model_id: str | None = None,
     ctx: Context | None = None,
     *,
     model_options: dict[str, Any] | None = None,
+    context_type: str | None = None,
     **backend_kwargs: Any,
 ) -> MelleaSession:
     """A session over a local Hugging Face model; with no arguments, the embedded model.
@@ -304,8 +317,10 @@ def start_session(
     ``"mellea-tiny-chat"``: the shipped model and its requirement-check adapters). For another
     model the library's ``requirement-check`` adapter is added when one fits it; otherwise
     requirements are judged by the model's yes/no answer. ``backend_kwargs`` go to
-    ``LocalHFBackend`` (``device``, ``dtype``, ...).
+    ``LocalHFBackend`` (``device``, ``dtype``, ...). ``context_type`` (``"simple"`` or
+    ``"chat"``) picks the context when ``ctx`` is not given.
     """
+    ctx = _resolve_context(ctx, context_type)
     if backend_name not in _HF_NAMES:
         raise UnsupportedInputError(
             f"backend_name {backend_name!r} is not available in mellea_local, which runs local "

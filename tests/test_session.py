@@ -171,4 +171,14 @@ def test_unsupported_inputs_are_refused_with_the_fix():
         m.instruct("x", requirements=[Requirement("r")], tool_calls=True)
     with pytest.raises(UnsupportedInputError, match="backend_name='hf'"):
         start_session("ollama")
+    with pytest.raises(ValueError, match="Cannot specify both"):
+        start_session(ctx=ChatContext(), context_type="chat")
+    with pytest.raises(ValueError, match="context_type"):
+        start_session(context_type="graph")
     assert m.backend.generate_calls == []
+
+
+def test_context_type_chat_gives_a_chat_context_bound_to_the_model():
+    m = start_session(context_type="chat")
+    assert isinstance(m.ctx, ChatContext) and m.ctx.model_id == m.backend.model_id
+    assert m.ctx.view_for_generation() == []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import Compactor, InlineCompactor, WindowCompactor, pin_system
-from mellea_local.core.component import Component, Span
+from mellea_local.core.component import Span
 from mellea_local.core.thunk import ModelOutputThunk
 
 if TYPE_CHECKING:
@@ -32,12 +32,17 @@ class ContextTurn:
 
 
 def _check_span(data: object) -> None:
-    if isinstance(data, (CBlock, ModelOutputThunk, Component)):
-        return
-    raise TypeError(
-        f"A context holds components, blocks and model outputs, got {type(data).__name__}; "
-        "wrap text in CBlock(...) or Message(role, text)."
-    )
+    """Anything but None and bare text may be stored (the peer library stores any object).
+
+    A bare ``str`` is refused because it says nothing of its role; an object no renderer
+    knows is kept here and refused when a backend renders it (``as_generic_chat_history``
+    formats it with its ``formatter``).
+    """
+    if data is None or isinstance(data, str):
+        raise TypeError(
+            f"A context entry cannot be {type(data).__name__}; wrap text in CBlock(...) or "
+            "Message(role, text)."
+        )
 
 
 def _is_model_answer(data: object) -> bool:

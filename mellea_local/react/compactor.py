@@ -47,21 +47,30 @@ DEFAULT_SUMMARY_PROMPT = (
 _PROPAGATE = (TypeError, AttributeError, AssertionError, LookupError)
 
 
-def react_summary_prompt(goal: str | None = None, max_tokens_hint: int | None = None) -> str:
-    """A summary prompt that keeps ``goal`` in view and optionally bounds the summary's size.
+REACT_SUMMARY_HEAD = (
+    "Summarise the agent's research progress so far, so that it can carry on from the "
+    "summary alone. Keep:\n"
+    "- every fact, number and tool result found, with the search queries or calls behind them\n"
+    "- the decisions taken and the dead ends, so they are not tried again\n"
+    "- what is still open\n"
+    "Prioritize density: short lines, structured clearly, no pleasantries."
+)
 
-    With neither argument it is ``DEFAULT_SUMMARY_PROMPT``. Braces in the goal are escaped,
-    so the result also works as a ``str.format`` template.
+
+def react_summary_prompt(goal: str | None = None, max_tokens_hint: int | None = None) -> str:
+    """A summary prompt for agent loops: keeps ``goal`` in view, optionally bounds the size.
+
+    Braces in the goal are escaped, so the result is a ``str.format`` template with only
+    ``{conversation}`` to fill (what ``LLMSummarizeCompactor`` expects).
     """
-    head = DEFAULT_SUMMARY_PROMPT.split("\n\nConversation:", 1)[0]
-    lines = [head]
+    lines = [REACT_SUMMARY_HEAD]
     if goal:
         safe = goal.replace("{", "{{").replace("}", "}}")
         lines.append(f"GOAL: {safe}\nKeep whatever still serves this goal.")
     if max_tokens_hint is not None and max_tokens_hint > 0:
         words = int(0.75 * max_tokens_hint)
         lines.append(f"- Be at most ~{max_tokens_hint} tokens (roughly {words} words).")
-    return "\n\n".join(lines) + "\n\nConversation:\n{conversation}"
+    return "\n\n".join(lines) + "\n\nContext to summarize:\n{conversation}"
 
 
 def _run_sync(make: Callable[[], Awaitable[T]]) -> T:
@@ -223,8 +232,10 @@ class LLMSummarizeCompactor:
 
 
 def _check_backend(backend: object, name: str) -> None:
-    if not isinstance(backend, Backend):
+    # Duck-typed backends are welcome (as in the peer library): anything with
+    # generate_from_context; only a missing one is refused here.
+    if backend is None:
         raise TypeError(
-            f"LLMSummarizeCompactor {name} must be a Backend that writes the summaries, got "
-            f"{type(backend).__name__}."
+            f"LLMSummarizeCompactor {name} is None; pass the Backend that writes the "
+            "summaries."
         )

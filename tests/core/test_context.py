@@ -10,7 +10,8 @@ from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import InlineCompactor, WindowCompactor, pin_nothing
 from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.messages import Message
+from mellea_local.messages import Message, as_generic_chat_history
+from mellea_local.rendering.chat import to_chat_messages
 
 
 def chat(*entries) -> ChatContext:
@@ -60,11 +61,23 @@ def test_as_list_is_the_added_sequence(texts, n):
     assert ctx.as_list(n) == (blocks[-n:] if n else [])
 
 
-def test_only_spans_can_be_added():
+def test_bare_text_and_none_cannot_be_added_but_other_objects_are_kept():
     with pytest.raises(TypeError, match="Message"):
         ChatContext().add("plain text")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         ChatContext().add(None)  # type: ignore[arg-type]
+
+    class Custom:
+        def __str__(self) -> str:
+            return "custom"
+
+    custom = Custom()
+    ctx = ChatContext().add(Message("user", "hi")).add(custom)  # type: ignore[arg-type]
+    assert ctx.as_list()[-1] is custom
+    history = as_generic_chat_history(ctx, formatter=lambda o: f"<{type(o).__name__}>")
+    assert [(m.role, m.content) for m in history] == [("user", "hi"), ("user", "<Custom>")]
+    with pytest.raises(TypeError, match="Cannot render a Custom"):
+        to_chat_messages(ctx.view_for_generation())
 
 
 def test_simple_context_keeps_history_but_renders_none():

@@ -133,8 +133,8 @@ def test_arguments_are_checked():
         LLMSummarizeCompactor(scripted(), keep_n=-1)
     with pytest.raises(ValueError, match="conversation"):
         LLMSummarizeCompactor(scripted(), prompt_template="Summarise.")
-    with pytest.raises(TypeError, match="Backend"):
-        LLMSummarizeCompactor(object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="default_backend is None"):
+        LLMSummarizeCompactor(None)  # type: ignore[arg-type]
 
 
 def test_custom_template_is_a_format_template_with_doubled_literal_braces():
@@ -156,12 +156,16 @@ def test_histories_without_a_turn_boundary_are_cut_at_keep_n_and_backend_can_be_
     assert [m.content for m in out.as_list()] == [
         "[CONTEXT SUMMARY]\nEarlier: m0 to m3.", "m4", "m5"]
     assert not default.generate_calls and len(other.generate_calls) == 1
-    with pytest.raises(TypeError, match="backend"):
+    with pytest.raises(AttributeError):  # not a backend: a programming error, propagated
         LLMSummarizeCompactor(default).compact(ctx, backend="hf")  # type: ignore[arg-type]
 
 
 def test_react_summary_prompt():
-    assert react_summary_prompt() == DEFAULT_SUMMARY_PROMPT
+    plain = react_summary_prompt()
+    assert "GOAL:" not in plain and "Be at most" not in plain
+    assert plain.endswith("Context to summarize:\n{conversation}")
+    assert react_summary_prompt("g") == react_summary_prompt("g", max_tokens_hint=None)
+    LLMSummarizeCompactor(scripted(), prompt_template=react_summary_prompt("a {b}", 50))
     prompt = react_summary_prompt("Find {x}", max_tokens_hint=100)
     assert "GOAL: Find {{x}}" in prompt and "~100 tokens (roughly 75 words)" in prompt
     assert prompt.endswith("{conversation}")
