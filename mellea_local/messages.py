@@ -283,8 +283,8 @@ def as_chat_history(ctx: Context) -> list[Message]:
 
 def _default_formatter(obj: object) -> str:
     logger.warning(
-        "as_generic_chat_history: no formatter for %s; using str(). Pass formatter= to "
-        "control how it is shown.",
+        "as_generic_chat_history: Unknown component type %s, shown with str(); pass "
+        "formatter= to control how it is shown.",
         type(obj).__name__,
     )
     return str(obj)

@@ -19,7 +19,7 @@ from mellea_local.core.compactor import (
     pin_system,
     pin_system_and_initial_user,
 )
-from mellea_local.core.component import Component, Span, TemplateRepresentation, parse
+from mellea_local.core.component import Component, TemplateRepresentation, parse
 from mellea_local.core.context import ChatContext, Context, ContextTurn, SimpleContext
 from mellea_local.core.generation import GenerateLog, GenerationMetadata, RawProviderResponse
 from mellea_local.core.spans import (
@@ -30,6 +30,12 @@ from mellea_local.core.spans import (
 )
 from mellea_local.core.thunk import ComputedModelOutputThunk, ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
+
+# What a context holds, as a real union now that all three types exist (component.py keeps
+# a string alias for annotations, because thunk.py imports it). SampleActionType is the
+# peer library's older name for it.
+Span = Component | CBlock | ModelOutputThunk
+SampleActionType = Span
 
 __all__ = [
     "AudioBlock",
@@ -51,6 +57,7 @@ __all__ = [
     "ModelToolCall",
     "PinPredicate",
     "RawProviderResponse",
+    "SampleActionType",
     "SimpleContext",
     "Span",
     "TemplateRepresentation",

@@ -21,6 +21,8 @@ PEER_ROOT = "mellea"
 # Where the peer keeps a name (its module path) -> our modules to look in first, in order.
 # Everything else falls back to SEARCH (the public surface, then the implementation modules).
 MODULE_MAP: dict[str, tuple[str, ...]] = {
+    "mellea": ("mellea_local",),
+    "mellea.core": ("mellea_local.core",),
     "mellea.stdlib.session": ("mellea_local.session",),
     "mellea.stdlib.context": ("mellea_local.core", "mellea_local.react.compactor"),
     "mellea.stdlib.context.compactor": ("mellea_local.core.compactor",
@@ -97,6 +99,9 @@ def resolve(module_name: str, attr: str) -> object:
 
 class _ShimModule(types.ModuleType):
     def __getattr__(self, attr: str) -> object:
+        if attr == "__all__" and self.__name__ in MODULE_MAP:
+            # The public names of the module it maps to first.
+            return list(importlib.import_module(MODULE_MAP[self.__name__][0]).__all__)
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
         value = resolve(self.__name__, attr)
@@ -131,24 +136,3 @@ def install() -> None:
     if not any(isinstance(f, PeerFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, PeerFinder())
 
-
-def stub_absent(names: tuple[str, ...]) -> None:
-    """Stand in for third-party modules that are not installed, with placeholder names.
-
-    Some peer test files import an interop library at the top (langchain, smolagents) for a
-    few tests; the stub lets the rest of the file run, and the tests that use it fail.
-    """
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            module = _AbsentModule(name)
-            module.__path__ = []
-            sys.modules[name] = module
-
-
-class _AbsentModule(types.ModuleType):
-    def __getattr__(self, attr: str) -> object:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        return MissingName(f"{self.__name__}.{attr}")
