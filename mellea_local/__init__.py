@@ -65,6 +65,7 @@ from mellea_local.messages import (
     as_generic_chat_history,
     message_from_template_representation,
 )
+from mellea_local.model_ids import ModelIdentifier, get_context_length
 from mellea_local.options import ModelOption
 from mellea_local.react import (
     MELLEA_FINALIZER_TOOL,
@@ -187,6 +188,7 @@ __all__ = [
     "MelleaSession",
     "MelleaTool",
     "Message",
+    "ModelIdentifier",
     "ModelLoadError",
     "ModelOption",
     "ModelOutputThunk",
@@ -225,6 +227,7 @@ __all__ = [
     "avalidate",
     "check",
     "default_output_to_bool",
+    "get_context_length",
     "instruct",
     "intrinsic",
     "message_from_template_representation",

@@ -28,6 +28,7 @@ from mellea_local.core.context import ChatContext, Context, SimpleContext
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import AdapterNotFoundError, UnsupportedInputError
 from mellea_local.messages import Message
+from mellea_local.model_ids import ModelIdentifier
 from mellea_local.requirements import Requirement, ValidationResult, avalidate
 from mellea_local.sampling import (
     DEFAULT_STRATEGY,
@@ -304,7 +305,7 @@ def _resolve_context(ctx: Context | None, context_type: str | None) -> Context:
 
 def start_session(
     backend_name: str = "hf",
-    model_id: str | None = None,
+    model_id: str | ModelIdentifier | None = None,
     ctx: Context | None = None,
     *,
     model_options: dict[str, Any] | None = None,
@@ -328,6 +329,8 @@ def start_session(
         )
     from mellea_local.backends.huggingface import LocalHFBackend  # torch: import on use
 
+    if isinstance(model_id, ModelIdentifier):
+        model_id = model_id.hf_model_name
     if model_id in _EMBEDDED_NAMES:
         backend = LocalHFBackend.embedded(model_options=model_options, **backend_kwargs)
     else:

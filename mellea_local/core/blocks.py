@@ -69,6 +69,16 @@ def _decode_base64(value: str, what: str) -> bytes:
         ) from exc
 
 
+def _try_decode(value: object) -> bytes | None:
+    """The bytes of base64 text, or None when ``value`` is not valid base64 text."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def _audio_format(mime_subtype: str) -> str:
     """``x-wav`` -> ``wav``, ``mpeg`` -> ``mp3``: the container name a backend expects."""
     name = mime_subtype.lower().removeprefix("x-")
@@ -118,13 +128,8 @@ class ImageBlock(CBlock):
     @staticmethod
     def is_valid_base64_png(value: str) -> bool:
         """Whether ``value`` (base64, optionally a PNG data URI) decodes to a PNG image."""
-        if not isinstance(value, str):
-            return False
-        value = value.removeprefix(_PNG_DATA_URI)
-        try:
-            return base64.b64decode(value, validate=True).startswith(_PNG_SIGNATURE)
-        except (binascii.Error, ValueError):
-            return False
+        data = _try_decode(value.removeprefix(_PNG_DATA_URI) if isinstance(value, str) else None)
+        return data is not None and data.startswith(_PNG_SIGNATURE)
 
     @classmethod
     def from_png_bytes(cls, data: bytes, meta: dict[str, Any] | None = None) -> ImageBlock:
@@ -173,13 +178,8 @@ class AudioBlock(CBlock):
     @staticmethod
     def is_valid_base64_audio(value: str) -> bool:
         """Whether ``value`` (base64 or an audio data URI) decodes to some bytes."""
-        if not isinstance(value, str):
-            return False
-        match = _AUDIO_DATA_URI.match(value)
-        try:
-            return bool(base64.b64decode(value[match.end():] if match else value, validate=True))
-        except (binascii.Error, ValueError):
-            return False
+        match = _AUDIO_DATA_URI.match(value) if isinstance(value, str) else None
+        return bool(_try_decode(value[match.end():] if match else value))
 
 
 class AudioUrlBlock(CBlock):

@@ -58,6 +58,7 @@ SEARCH: tuple[str, ...] = (
     "mellea_local.session",
     "mellea_local.errors",
     "mellea_local.options",
+    "mellea_local.model_ids",
 )
 
 

@@ -214,3 +214,18 @@ def test_model_id_binding_is_on_a_root_only_and_a_plain_id_never_truncates():
     with pytest.raises(ValueError, match="root"):
         bound._bind_model("other")
     assert ChatContext(window_size=3).reset_to_new().compactor is None
+
+
+def test_a_model_identifier_with_a_context_length_bounds_the_view(tmp_path):
+    from mellea_local.model_ids import ModelIdentifier, get_context_length
+
+    tiny = ModelIdentifier(hf_model_name="org/tiny", context_length=20)  # budget int(15)
+    ctx = ChatContext(model_id=tiny)
+    for _ in range(8):
+        ctx = ctx.add(CBlock("abcdefgh"))  # 2 tokens each: 7 fit exactly
+    assert len(ctx.view_for_generation()) == 7
+    unknown = ChatContext(model_id=ModelIdentifier(hf_model_name="org/unknown"))
+    assert len(unknown.add(CBlock("x" * 4000)).view_for_generation()) == 1
+    assert get_context_length(tiny) == 20 and get_context_length("not-a-model") is None
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 2048}')
+    assert get_context_length(str(tmp_path)) == 2048
