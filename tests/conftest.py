@@ -59,3 +59,25 @@ def tiny_model_dir(tiny_model, tiny_tokenizer, tmp_path_factory):
     from mellea_local.embedded import save
 
     return save(tiny_model, tiny_tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+
+
+# --- Fresh backends on the shipped model (tests that try to damage a backend) ------------------
+
+
+@pytest.fixture()
+def bare_backend():
+    """The shipped ``mellea-tiny-chat`` with no adapter loaded (PEFT has not touched it)."""
+    import torch
+    from adapter_folders import WEIGHTS
+
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    return LocalHFBackend(WEIGHTS, device="cpu", dtype=torch.float32)
+
+
+@pytest.fixture()
+def embedded_backend():
+    """A fresh ``LocalHFBackend.embedded()``: the shipped model and both trained adapters."""
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    return LocalHFBackend.embedded()

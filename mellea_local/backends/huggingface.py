@@ -30,6 +30,10 @@ from mellea_local.backends.adapter_calls import (
 )
 from mellea_local.backends.adapter_registry import (
     Adapter,
+    LoadedAdapters,
+    check_adapter_name,
+    check_base_fit,
+    check_config,
     check_tokenizer_fit,
     check_weight_fit,
     describe,
@@ -110,6 +114,9 @@ class LocalHFBackend(Backend):
             tokenizer.pad_token = tokenizer.eos_token
         model.eval()
         self._init(model, tokenizer, name, model_options, kv_cache_tokens)
+        # A model loaded without a name cannot say which base it is: adapters are not
+        # checked against one.
+        self._base_identity = model_id or getattr(model.config, "name_or_path", None) or None
         return self
 
     def _init(
@@ -121,10 +128,12 @@ class LocalHFBackend(Backend):
         kv_cache_tokens: int,
     ) -> None:
         self.model_id = model_id
+        self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
         self._holder = ModelHolder(model, tokenizer)
         self._prefix_cache = PrefixCache(kv_cache_tokens)
-        self._adapters: dict[str, Adapter] = {}
+        self._registry = LoadedAdapters()
+        self._adapters = self._registry.adapters  # the same dict, read by the lookups below
         self.stats = CacheStats()
 
     # ----- introspection -------------------------------------------------------------------
@@ -320,6 +329,7 @@ class LocalHFBackend(Backend):
         name: str | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
         intrinsic: str | None = None,
+        allow_other_base: bool = False,
     ) -> Adapter:
         """Load an adapter folder, or an intrinsic (e.g. ``"requirement-check"``) by name.
 
@@ -327,34 +337,53 @@ class LocalHFBackend(Backend):
         bundled ones) for this base model, preferring an aLoRA. The intrinsic an adapter
         serves comes from ``intrinsic=``, else from the library layout
         (``<intrinsic>/<base>/<alora|lora>/``). The adapter must fit this model and tokenizer,
-        its io.yaml must use only features this package implements (``check_supported``), and
-        a clash of names is an error.
+        be trained on it (``allow_other_base=True`` accepts an adapter whose config names
+        another base, for a copy or fine-tune of it), and its io.yaml must use only features
+        this package implements (``check_supported``).
+
+        Adding is all or nothing: a refused or failed load leaves the backend exactly as it
+        was. Adding a folder that is already loaded returns the loaded ``Adapter``; a name
+        already taken by another folder is an error.
         """
+        name = check_adapter_name(name)
         resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
         if intrinsic is not None:
             resolved = dataclasses.replace(resolved, intrinsic=require_intrinsic_name(intrinsic))
         resolved.io_config.check_supported()
-        kind = resolved.kind.value
-        name = name or f"{intrinsic_of(resolved) or resolved.path.name}_{kind}"
-        if name in self._adapters:
-            raise AdapterError(
-                f"An adapter named {name!r} is already loaded on this backend; pass name=."
-            )
+        auto = f"{intrinsic_of(resolved) or resolved.path.name}_{resolved.kind.value}"
+        same = self._registry.loaded_from(resolved)
+        if same is not None and name in (None, same.name) and (
+                same.intrinsic == intrinsic_of(resolved)):
+            return same
+        name = name or auto
+        self._registry.refuse_clash(name, source, resolved)
+        if not allow_other_base:
+            check_base_fit(resolved, self._base_identity)
         check_tokenizer_fit(resolved, self.tokenizer)
-        check_weight_fit(resolved, self.model)
+        keys = check_weight_fit(resolved, self.model, check_config(resolved))
         with self._holder.lock:
             try:
-                self._holder.load_adapter(resolved.path, name)
+                self._holder.load_adapter(resolved.path, name, weight_keys=keys)
             except AdapterError:
                 raise
             except Exception as exc:
                 raise AdapterError(
-                    f"PEFT could not load the adapter at {resolved.path} onto {self.model_id}: "
-                    f"{exc}"
+                    f"PEFT could not load the adapter at {resolved.path} onto {self.model_id} "
+                    f"({type(exc).__name__}: {exc}); the backend is unchanged. Check that the "
+                    "adapter was saved by PEFT for this base model."
                 ) from exc
-        adapter = describe(resolved, name, self.tokenizer)
-        self._adapters[name] = adapter
-        return adapter
+        return self._registry.add(describe(resolved, name, self.tokenizer), resolved)
+
+    def unload_adapter(self, name: str) -> None:
+        """Remove a loaded adapter; the name and the memory it held are free again."""
+        if name not in self._registry.adapters:
+            raise AdapterNotFoundError(
+                f"No adapter named {name!r} is loaded (loaded: {sorted(self._registry.adapters)})"
+                "; nothing to unload."
+            )
+        with self._holder.lock:
+            self._holder.unload_adapter(name)
+        self._registry.remove(name)
 
     def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
         """The adapter serving ``intrinsic``: the one named, else an aLoRA, else a LoRA."""

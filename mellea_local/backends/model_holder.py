@@ -5,17 +5,56 @@ really applied (transformers' own adapter API never computes aLoRA offsets, and 
 peft < 0.22 on transformers 5.24). Once PEFT has injected LoRA layers the raw model object
 carries them too, so the holder keeps adapter layers *disabled* except inside ``using(name)``;
 every base call asserts that state, and ``using`` restores it however the call ends.
+
+Loading is all or nothing. PEFT injects its layers into the base model *before* it reads the
+weights, so a load that fails half way (a tensor of the wrong shape, a truncated file, an
+exception inside PEFT) would leave live, half-initialised layers on every later base call.
+``load_adapter`` therefore snapshots the module tree first and puts it back exactly on any
+failure: the same module objects, the same parameter flags, no adapter entry left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mellea_local.errors import AdapterError
+
+
+@dataclass
+class _TreeSnapshot:
+    """The module tree of a model as it was: every module's children, and parameter flags.
+
+    PEFT changes a model only by replacing children (``setattr(parent, name, lora_layer)``),
+    adding entries to ``ModuleDict`` children, flipping ``requires_grad`` and setting a
+    ``peft_config`` attribute; restoring these undoes a partial injection exactly.
+    """
+
+    children: list[tuple[Any, dict[str, Any]]]
+    grads: list[tuple[Any, bool]]
+    root_attrs: frozenset[str]
+
+    @classmethod
+    def take(cls, model: Any) -> _TreeSnapshot:
+        return cls(
+            children=[(m, dict(m._modules)) for m in model.modules()],
+            grads=[(p, p.requires_grad) for p in model.parameters()],
+            root_attrs=frozenset(vars(model)),
+        )
+
+    def restore(self, model: Any) -> None:
+        for module, children in self.children:
+            module._modules.clear()
+            module._modules.update(children)
+        for param, flag in self.grads:
+            param.requires_grad_(flag)
+        for attr in set(vars(model)) - self.root_attrs:
+            delattr(model, attr)
 
 
 class ModelHolder:
@@ -28,6 +67,7 @@ class ModelHolder:
         self.lock = threading.Lock()
         self._tuner_layers: list[Any] = []
         self._active: str | None = None
+        self._pristine: _TreeSnapshot | None = None
 
     @property
     def active_adapter(self) -> str | None:
@@ -38,22 +78,92 @@ class ModelHolder:
     def adapter_names(self) -> list[str]:
         return list(self.peft.peft_config) if self.peft is not None else []
 
-    def load_adapter(self, path: str | Path, name: str) -> None:
-        """Attach a PEFT adapter folder under ``name``, leaving every adapter disabled."""
+    def load_adapter(
+        self, path: str | Path, name: str, *, weight_keys: set[str] | None = None
+    ) -> None:
+        """Attach a PEFT adapter folder under ``name``, leaving every adapter disabled.
+
+        ``weight_keys`` (the tensor names in the weights file) lets the load check that every
+        layer PEFT injected found its matrices. On any failure (including one raised inside
+        PEFT) the model is put back exactly as it was and the exception propagates.
+        """
         from peft import PeftModel
-        from peft.tuners.tuners_utils import BaseTunerLayer
 
         if name in self.adapter_names:
             raise AdapterError(
                 f"An adapter named {name!r} is already loaded; pass a different name=."
             )
-        if self.peft is None:
-            self.peft = PeftModel.from_pretrained(
-                self.model, str(path), adapter_name=name, is_trainable=False
+        before = _TreeSnapshot.take(self.model)
+        created = self.peft is None
+        try:
+            if created:
+                self._pristine = before
+                self.peft = PeftModel.from_pretrained(
+                    self.model, str(path), adapter_name=name, is_trainable=False
+                )
+            else:
+                self.peft.load_adapter(str(path), adapter_name=name, is_trainable=False)
+            self.peft.eval()
+            if weight_keys is not None:
+                self._verify_loaded(name, weight_keys)
+        except BaseException:
+            self._roll_back(name, before, created)
+            raise
+        self._settle()
+
+    def _verify_loaded(self, name: str, keys: set[str]) -> None:
+        """Every LoRA layer PEFT made for ``name`` must have read its matrices from ``keys``.
+
+        PEFT only warns about adapter weights missing from the file and keeps their random or
+        zero initialisation, which computes a different adapter than the one trained.
+        """
+        from peft.tuners.lora import LoraLayer
+
+        missing = []
+        for module_name, module in self.model.named_modules():
+            if isinstance(module, LoraLayer) and name in module.lora_A:
+                stem = "base_model.model." + module_name
+                missing += [f"{stem}.{part}.weight" for part in ("lora_A", "lora_B")
+                            if f"{stem}.{part}.weight" not in keys]
+        if missing:
+            raise AdapterError(
+                f"The weights file lacks {len(missing)} LoRA matrices its config targets "
+                f"(first: {missing[0]}); PEFT would run them with initial values. Re-save the "
+                "adapter with PeftModel.save_pretrained, or fix target_modules."
             )
+
+    def unload_adapter(self, name: str) -> None:
+        """Remove adapter ``name``; after the last one the model is the plain base again."""
+        if name not in self.adapter_names:
+            raise AdapterError(
+                f"No adapter named {name!r} is loaded (loaded: {self.adapter_names})."
+            )
+        assert self.peft is not None
+        if len(self.adapter_names) == 1 and self._pristine is not None:
+            self._pristine.restore(self.model)
+            self.peft, self._pristine = None, None
         else:
-            self.peft.load_adapter(str(path), adapter_name=name, is_trainable=False)
-        self.peft.eval()
+            with warnings.catch_warnings():  # "X was active which is now deleted": we know
+                warnings.simplefilter("ignore", UserWarning)
+                self.peft.delete_adapter(name)
+        self._settle()
+
+    def _roll_back(self, name: str, before: _TreeSnapshot, created: bool) -> None:
+        if created:
+            self.peft, self._pristine = None, None
+        elif self.peft is not None and name in self.peft.peft_config:
+            # delete_adapter clears PEFT's per-adapter dicts; the snapshot then restores the
+            # structure even where deletion stopped half way.
+            with contextlib.suppress(Exception):
+                self.peft.delete_adapter(name)
+            self.peft.peft_config.pop(name, None)
+        before.restore(self.model)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Re-list the adapter layers and switch them all off (the resting state)."""
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
         self._tuner_layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
         self._disable_all()
 

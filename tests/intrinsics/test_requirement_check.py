@@ -62,9 +62,21 @@ def test_intrinsic_name_prefers_the_alora_and_both_load_side_by_side(check_backe
     assert check_backend.supports_intrinsic("requirement-check")
 
 
-def test_name_collision_is_refused(check_backend, adapter_library):
-    with pytest.raises(AdapterError, match="already loaded"):
-        check_backend.add_adapter(adapter_library / "requirement-check" / BASE_NAME / "alora")
+def test_adding_a_loaded_folder_again_returns_it(check_backend, adapter_library):
+    loaded = check_backend.adapters["requirement-check_alora"]
+    folder = adapter_library / "requirement-check" / BASE_NAME / "alora"
+    assert check_backend.add_adapter(folder) is loaded
+    assert check_backend.add_adapter("requirement-check", roots=[adapter_library]) is loaded
+    assert set(check_backend.adapters) == {"requirement-check_alora", "requirement-check_lora"}
+
+
+def test_name_collision_names_what_was_passed(check_backend, adapter_library, tmp_path):
+    import shutil
+
+    other = tmp_path / "requirement-check" / BASE_NAME / "alora"
+    shutil.copytree(adapter_library / "requirement-check" / BASE_NAME / "alora", other)
+    with pytest.raises(AdapterError, match=r"add_adapter\('requirement-check'\).*name="):
+        check_backend.add_adapter("requirement-check", roots=[tmp_path])
 
 
 def test_adapter_for_another_base_is_refused(check_backend, tiny_tokenizer, tmp_path):
