@@ -45,6 +45,91 @@ _OPTIONAL_KEYS = (
 )
 _DOCS_AS_MESSAGE_MODES = ("string", "json", "roles")
 
+MAX_IO_YAML_BYTES = 1 << 20
+"""The largest io.yaml read (1 MiB); the published files are about 2 KB."""
+MAX_IO_YAML_DEPTH = 32
+"""The deepest nesting of mappings and lists accepted, in the YAML and in response_format."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` that refuses aliases and duplicate keys and bounds nesting depth.
+
+    Checked while the node tree is composed, before anything is expanded, so an alias bomb
+    is refused in microseconds instead of being built.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _YamlRefusal(
+                f"uses the YAML alias *{event.anchor} (line {event.start_mark.line + 1}); "
+                "aliases are refused because nested ones expand exponentially. Write the "
+                "value out in full"
+            )
+        self._depth += 1
+        if self._depth > MAX_IO_YAML_DEPTH:
+            mark = self.peek_event().start_mark
+            raise _YamlRefusal(
+                f"nests deeper than {MAX_IO_YAML_DEPTH} levels (line {mark.line + 1}); an "
+                "io.yaml needs a few. Flatten the structure"
+            )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                continue
+            if key in seen:
+                raise _YamlRefusal(
+                    f"sets the key {key!r} twice (line {key_node.start_mark.line + 1}); "
+                    "YAML would silently keep the last one. Remove one of them"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _YamlRefusal(Exception):
+    """Raised inside the loader; ``load_yaml_text`` turns it into an IOConfigError."""
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """Parse io.yaml text as plain data with the bounds of ``_BoundedLoader``."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    except _YamlRefusal as exc:
+        raise IOConfigError(f"{source} {exc}.") from None
+    except yaml.YAMLError as exc:
+        raise IOConfigError(
+            f"{source} is not valid YAML: {exc}. Fix the syntax at the position shown."
+        ) from exc
+    finally:
+        loader.dispose()
+
+
+def check_depth(value: Any, source: str, what: str = "io.yaml") -> None:
+    """Refuse data nested deeper than ``MAX_IO_YAML_DEPTH`` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if depth > MAX_IO_YAML_DEPTH:
+                raise IOConfigError(
+                    f"{source}: the {what} nests deeper than {MAX_IO_YAML_DEPTH} levels; "
+                    "flatten it."
+                )
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+
 
 @dataclass(frozen=True)
 class IOConfig:
@@ -112,24 +197,38 @@ class IOConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> IOConfig:
-        """Read and validate an io.yaml file (safe YAML only: it may come from the hub)."""
+        """Read and validate an io.yaml file.
+
+        The file may come from the hub, so it is read as data only and bounded: at most
+        ``MAX_IO_YAML_BYTES``, ``MAX_IO_YAML_DEPTH`` levels of nesting, no YAML aliases (a few
+        hundred bytes of nested aliases expand to billions of nodes) and no duplicate keys.
+        """
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open("rb") as f:
+                raw = f.read(MAX_IO_YAML_BYTES + 1)
         except OSError as exc:
             raise IOConfigError(
                 f"Cannot read io.yaml at {path}: {exc.strerror or exc}. Every adapter folder "
                 "needs one next to adapter_config.json."
             ) from exc
+        if len(raw) > MAX_IO_YAML_BYTES:
+            raise IOConfigError(
+                f"{path} is larger than {MAX_IO_YAML_BYTES} bytes; an io.yaml is a few "
+                "kilobytes. Check that the file is the adapter's io.yaml."
+            )
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise IOConfigError(f"{path} is not valid YAML: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IOConfigError(
+                f"{path} is not UTF-8 text (byte {exc.start}); save the io.yaml as UTF-8."
+            ) from exc
+        return cls.from_dict(load_yaml_text(text, str(path)), source=str(path))
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<dict>") -> IOConfig:
         """Validate a parsed io.yaml mapping; ``source`` names it in error messages."""
+        check_depth(data, source)
         if not isinstance(data, Mapping):
             raise IOConfigError(
                 f"{source}: an io.yaml must be a mapping of keys such as response_format and "
@@ -267,6 +366,11 @@ def _parse_response_format(raw: Any, source: str) -> Mapping[str, Any] | None:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
+        except RecursionError:
+            raise IOConfigError(
+                f"{source}: 'response_format' nests deeper than {MAX_IO_YAML_DEPTH} levels; "
+                "flatten the schema."
+            ) from None
         except json.JSONDecodeError as exc:
             raise IOConfigError(
                 f"{source}: 'response_format' is not valid JSON ({exc.msg} at line {exc.lineno}, "
@@ -277,6 +381,7 @@ def _parse_response_format(raw: Any, source: str) -> Mapping[str, Any] | None:
             f"{source}: 'response_format' must be a JSON schema object, not "
             f"{type(raw).__name__}."
         )
+    check_depth(raw, source, "'response_format' schema")
     return _freeze(raw)
 
 

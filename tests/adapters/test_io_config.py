@@ -308,3 +308,92 @@ def test_bad_optional_values_are_refused(tmp_path, line, message):
     path = write(tmp_path, source + line + "\n")
     with pytest.raises(IOConfigError, match=message):
         IOConfig.load(path)
+
+
+# ----- bounded loading (io.yaml may come from the hub) ------------------------------------------
+
+
+def _within(seconds: float, fn):
+    """Run ``fn`` in a thread; fail (instead of hanging the suite) if it takes longer."""
+    import threading
+
+    result: list = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as exc:  # handed back to the test
+            result.append(exc)
+        else:
+            result.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert result, f"did not finish within {seconds} s"
+    return result[0]
+
+
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]\n"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+ALIAS_BOMB = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + ALIAS_BOMB
+
+
+def test_an_alias_bomb_is_refused_at_once(tmp_path):
+    assert len(ALIAS_BOMB) <= 460  # the 450-byte file of issue 28 D4
+    path = write(tmp_path, "response_format: null\ntransformations: null\n" + ALIAS_BOMB)
+    error = _within(5, lambda: IOConfig.load(path))
+    assert isinstance(error, IOConfigError)
+    assert str(path) in str(error) and "alias *a" in str(error) and "in full" in str(error)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("response_format: null\ntransformations: null\nmodel: &m x\nname: *m\n", "alias"),
+    ("response_format: null\ntransformations: null\nparameters: " + "[" * 40 + "]" * 40,
+     "deeper than 32"),
+    ("response_format: '" + "[" * 50_000 + "]" * 50_000 + "'\ntransformations: null\n",
+     "deeper than 32"),
+    ("response_format: null\ntransformations: null\ninstruction: a\ninstruction: b\n",
+     "'instruction' twice"),
+    ("response_format: !!python/object/apply:os.system ['true']\ntransformations: null\n",
+     "not valid YAML"),
+])
+def test_hostile_yaml_is_refused_naming_the_file(tmp_path, text, message):
+    path = write(tmp_path, text)
+    error = _within(5, lambda: IOConfig.load(path))
+    assert isinstance(error, IOConfigError), error
+    assert str(path) in str(error) and message in str(error)
+
+
+def test_size_and_encoding_are_bounded(tmp_path):
+    from mellea_local.adapters.io_config import MAX_IO_YAML_BYTES
+
+    big = write(tmp_path, MINIMAL + "# " + "x" * MAX_IO_YAML_BYTES + "\n", "big.yaml")
+    with pytest.raises(IOConfigError, match=r"big\.yaml is larger than"):
+        IOConfig.load(big)
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"response_format: null\n\xff\xfe\n")
+    with pytest.raises(IOConfigError, match=r"bin\.yaml is not UTF-8"):
+        IOConfig.load(binary)
+
+
+def test_deep_dicts_are_refused_by_from_dict_too():
+    deep: dict = {}
+    node = deep
+    for _ in range(2000):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(IOConfigError, match="deeper than"):
+        IOConfig.from_dict({"response_format": deep, "transformations": None}, source="d")
+
+
+def test_the_shipped_files_still_load():
+    from mellea_local.adapters import default_library_roots
+
+    files = [REQUIREMENT_CHECK_IO_YAML, *(p for root in default_library_roots()
+                                          for p in root.rglob("io.yaml"))]
+    assert len(files) >= 3
+    for path in files:
+        assert IOConfig.load(path).transformations
