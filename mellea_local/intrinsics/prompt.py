@@ -9,6 +9,7 @@ aLoRA's invocation is located in token space, spliced in where the text spells i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from mellea_local.adapters import Adapter, TokenPrompt
@@ -16,7 +17,7 @@ from mellea_local.core.context import Context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import ScoringOptions
 from mellea_local.messages import Message
-from mellea_local.rendering import to_chat_messages, to_message_dicts
+from mellea_local.rendering import render_prompt, to_chat_messages, to_message_dicts
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -45,20 +46,17 @@ def build_prompts(
         messages.insert(0, Message("system", options.system_prompt))
     history = to_message_dicts(messages)
     kwargs = dict(options.template_kwargs)
-    before = tokenizer.apply_chat_template(
-        history, add_generation_prompt=False, tokenize=False, **kwargs)
-
-    def enc(text: str) -> list[int]:
-        return encode(tokenizer, text)
+    before = render_prompt(tokenizer, history, None, kwargs, add_generation_prompt=False).text
 
     prompts = []
     for variables in calls:
         instruction = intrinsic.instruction(variables)
         turns = [*history, {"role": "user", "content": instruction}] if instruction else history
-        text = tokenizer.apply_chat_template(
-            turns, add_generation_prompt=True, tokenize=False, **kwargs)
-        prompts.append(
-            adapter.strategy.build_prompt(adapter, enc, text, _turn_start(before, text)))
+        # Message text (the requirement included) that spells a control token stays text.
+        rendered = render_prompt(tokenizer, turns, None, kwargs, add_generation_prompt=True)
+        prompts.append(adapter.strategy.build_prompt(
+            adapter, partial(rendered.encode_piece, tokenizer), rendered.text,
+            _turn_start(before, rendered.text)))
     return prompts
 
 

@@ -1,7 +1,8 @@
 """Message dicts + tool specs -> prompt token ids through the tokenizer's chat template.
 
-Rendering and tokenising happen once, in one call, so the ids a KV cache is keyed by are exactly
-the ids the model sees (never re-tokenised per segment).
+The prompt is rendered once and tokenised once, so the ids a KV cache is keyed by are exactly the
+ids the model sees (never re-tokenised per segment); message text that spells a control token
+is tokenised as text (``control_tokens``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from mellea_local.errors import UnsupportedInputError
 from mellea_local.messages import Message
+from mellea_local.rendering.control_tokens import Neutraliser, RenderedPrompt
 
 
 def check_text_only(messages: Sequence[Message], model_name: str) -> None:
@@ -24,6 +26,35 @@ def check_text_only(messages: Sequence[Message], model_name: str) -> None:
                 )
 
 
+def render_prompt(
+    tokenizer: Any,
+    message_dicts: list[dict[str, Any]],
+    tool_specs: list[dict[str, Any]] | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+) -> RenderedPrompt:
+    """The conversation rendered by the chat template, message text kept as plain text.
+
+    ``.encode(tokenizer)`` gives the prompt ids; see ``control_tokens`` for why content that
+    spells a special token is not tokenised as one.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise UnsupportedInputError(
+            "The tokenizer has no chat template; load a chat/instruct model or set "
+            "tokenizer.chat_template."
+        )
+    neutral = Neutraliser(tokenizer)
+    text = tokenizer.apply_chat_template(
+        neutral(message_dicts),
+        tools=neutral(tool_specs) or None,
+        add_generation_prompt=add_generation_prompt,
+        tokenize=False,
+        **(template_kwargs or {}),
+    )
+    return neutral.restore(text)
+
+
 def render_prompt_ids(
     tokenizer: Any,
     message_dicts: list[dict[str, Any]],
@@ -33,18 +64,6 @@ def render_prompt_ids(
     add_generation_prompt: bool = True,
 ) -> list[int]:
     """Token ids of the rendered conversation (with the assistant generation prompt)."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise UnsupportedInputError(
-            "The tokenizer has no chat template; load a chat/instruct model or set "
-            "tokenizer.chat_template."
-        )
-    enc = tokenizer.apply_chat_template(
-        message_dicts,
-        tools=tool_specs or None,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=True,
-        return_dict=True,
-        **(template_kwargs or {}),
-    )
-    ids = enc["input_ids"]
-    return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+    rendered = render_prompt(tokenizer, message_dicts, tool_specs, template_kwargs,
+                             add_generation_prompt=add_generation_prompt)
+    return rendered.encode(tokenizer)
