@@ -75,6 +75,10 @@ class UnsupportedInputError(MelleaLocalError, ValueError):
     """The input holds something the model cannot see (images or audio for a text model)."""
 
 
+class PromptTooLongError(UnsupportedInputError):
+    """The prompt has more tokens than the model has positions; nothing was run."""
+
+
 class ToolError(MelleaLocalError, ValueError):
     """A tool definition or call is invalid (bad schema, reserved name, bad arguments)."""
 

@@ -58,7 +58,7 @@ from mellea_local.options import ModelOption, merge_options, split_options
 from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
 from mellea_local.rendering import collect_tools, render_prompt_ids, to_chat_messages
 from mellea_local.rendering.chat import to_message_dicts
-from mellea_local.rendering.prompt import check_text_only
+from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, position_limit
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ class LocalHFBackend(Backend):
         self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
         self._holder = ModelHolder(model, tokenizer)
+        self._positions = position_limit(model, tokenizer)
         self._prefix_cache = PrefixCache(kv_cache_tokens)
         self._registry = LoadedAdapters()
         self._adapters = self._registry.adapters  # the same dict, read by the lookups below
@@ -195,6 +196,8 @@ class LocalHFBackend(Backend):
             tmpl_kwargs,
             add_generation_prompt=add_generation_prompt,
         )
+        check_prompt_fits(len(ids), self._positions, self.model_id,
+                          generating=add_generation_prompt)
         return ids, tools, gen_kwargs
 
     # ----- generation ----------------------------------------------------------------------
@@ -412,6 +415,8 @@ class LocalHFBackend(Backend):
         reuse: bool = True,
     ) -> torch.Tensor:
         """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``)."""
+        check_prompt_fits(max(map(len, rows), default=0), self._positions, self.model_id,
+                          generating=False)
         logits = await asyncio.to_thread(
             last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows, shared,
             reuse=reuse,
@@ -424,6 +429,7 @@ class LocalHFBackend(Backend):
         reuse: bool = True,
     ) -> list[TokenLogprob]:
         """Greedy, schema-constrained generation with ``adapter`` on, with top-k logprobs."""
+        check_prompt_fits(len(ids), self._positions, self.model_id, generating=True)
         processors = []
         if json_schema is not None:
             processors.append(GrammarLogitsProcessor(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mellea_local.errors import UnsupportedInputError
+from mellea_local.errors import PromptTooLongError, UnsupportedInputError
 from mellea_local.messages import Message
 from mellea_local.rendering.control_tokens import Neutraliser, RenderedPrompt
 
@@ -67,3 +67,41 @@ def render_prompt_ids(
     rendered = render_prompt(tokenizer, message_dicts, tool_specs, template_kwargs,
                              add_generation_prompt=add_generation_prompt)
     return rendered.encode(tokenizer)
+
+
+_UNSET_MAX_LENGTH = 10**9
+"""transformers writes int(1e30) as a tokenizer's model_max_length when it does not know one."""
+
+
+def position_limit(model: Any, tokenizer: Any) -> tuple[int, str] | None:
+    """How many positions the model has, and where that number comes from (None: unknown)."""
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value, f"config.{key}"
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < _UNSET_MAX_LENGTH:
+        return value, "tokenizer.model_max_length"
+    return None
+
+
+def check_prompt_fits(
+    length: int, limit: tuple[int, str] | None, model_name: str, *, generating: bool
+) -> None:
+    """Refuse a prompt the model has no positions for, before any forward pass.
+
+    Past its positions a model reads garbage position encodings (or indexes out of range), so
+    the output would be silently wrong. Generating needs one free position after the prompt.
+    """
+    if limit is None:
+        return
+    most, source = limit
+    room = most - 1 if generating else most
+    if length > room:
+        need = "leaves no position to generate in" if length == most else "does not fit"
+        raise PromptTooLongError(
+            f"The prompt is {length} tokens, but {model_name} has {most} positions "
+            f"({source}), so it {need}. Shorten the conversation (drop or summarise old "
+            "turns, e.g. with a WindowCompactor), or use a model with a longer context."
+        )
