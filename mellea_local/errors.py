@@ -71,6 +71,11 @@ class ModelLoadError(MelleaLocalError, OSError):
     """A base model or tokenizer could not be loaded (missing, offline, unsafe weights)."""
 
 
+class BackendArgumentError(ModelLoadError, ValueError):
+    """A backend argument cannot be used (a model that is not a path or id, an unknown or
+    absent device, an unsupported dtype, a bad cache size); nothing was loaded."""
+
+
 class UnsupportedInputError(MelleaLocalError, ValueError):
     """The input holds something the model cannot see (images or audio for a text model)."""
 

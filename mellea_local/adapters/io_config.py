@@ -103,8 +103,9 @@ class _YamlRefusal(Exception):
 
 def load_yaml_text(text: str, source: str) -> Any:
     """Parse io.yaml text as plain data with the bounds of ``_BoundedLoader``."""
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
         return loader.get_single_data()
     except _YamlRefusal as exc:
         raise IOConfigError(f"{source} {exc}.") from None
@@ -113,7 +114,8 @@ def load_yaml_text(text: str, source: str) -> Any:
             f"{source} is not valid YAML: {exc}. Fix the syntax at the position shown."
         ) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def check_depth(value: Any, source: str, what: str = "io.yaml") -> None:

@@ -155,7 +155,11 @@ def read_adapter_folder(
         if WEIGHTS_FILE in missing and (folder / "adapter_model.bin").exists():
             hint = (" It has adapter_model.bin: pickled weights are refused because loading "
                     "them can run code; convert them to safetensors.")
-        raise AdapterError(f"Adapter folder {folder} lacks {missing}.{hint}")
+        raise AdapterError(
+            f"Adapter folder {folder} lacks {missing}.{hint} An adapter folder holds "
+            f"{ADAPTER_CONFIG_FILE} and {WEIGHTS_FILE} (as PeftModel.save_pretrained writes "
+            f"them) and the intrinsic's {IO_CONFIG_FILE}; add the missing files."
+        )
     config = _read_adapter_config(folder / ADAPTER_CONFIG_FILE)
     tokens = _invocation_tokens(config, folder / ADAPTER_CONFIG_FILE)
     kind = AdapterKind.ALORA if tokens is not None else AdapterKind.LORA
@@ -277,7 +281,8 @@ def resolve_adapter(
     if not isinstance(source, str):
         raise AdapterError(
             f"An adapter source is a folder path, an intrinsic name or a HubSource, not "
-            f"{type(source).__name__}."
+            f"{type(source).__name__} ({source!r}); pass e.g. 'requirement-check', "
+            "Path('my/adapter') or HubSource(...)."
         )
     intrinsic = require_intrinsic_name(source)
     base = _need_base(base_model, intrinsic)
@@ -312,6 +317,12 @@ def _kind(kind: str) -> str:
 def _roots(roots: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
     if roots is None:
         return list(default_library_roots())
+    if isinstance(roots, str | bytes | os.PathLike) or not isinstance(roots, Sequence) or any(
+            not isinstance(root, str | os.PathLike) for root in roots):
+        raise AdapterError(
+            f"roots={roots!r} must be a list of library folders, e.g. roots=['adapters'] "
+            "(a single path goes in a list too)."
+        )
     return [Path(root).expanduser() for root in roots]
 
 
@@ -354,7 +365,10 @@ def _read_adapter_config(path: Path) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdapterError(f"{path} cannot be read as JSON: {exc}") from exc
+        raise AdapterError(
+            f"{path} cannot be read as JSON ({exc}); fix the file or save the adapter again "
+            "with PeftModel.save_pretrained."
+        ) from exc
     if not isinstance(config, dict):
         raise AdapterError(f"{path} must hold a JSON object, not {type(config).__name__}.")
     peft_type = config.get("peft_type")

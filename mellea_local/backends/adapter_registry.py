@@ -9,6 +9,7 @@ tokenizer, and every LoRA matrix has the shape of the module it attaches to and 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from mellea_local.adapters import (
@@ -35,6 +36,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _PEFT_PREFIX = "base_model.model."
+_UNSUPPORTED_CONFIG = ("use_dora", "modules_to_save", "trainable_token_indices",
+                       "layer_replication")
 
 
 def intrinsic_of(resolved: ResolvedAdapter) -> str | None:
@@ -79,6 +82,21 @@ def check_config(resolved: ResolvedAdapter) -> Any:
             f"{resolved.config_path} is not a LoRA config PEFT can read ({type(exc).__name__}: "
             f"{exc}). Re-save the adapter with PeftModel.save_pretrained or fix the file."
         ) from exc
+    unsupported = [key for key in _UNSUPPORTED_CONFIG if getattr(config, key, None)]
+    if unsupported:
+        raise AdapterError(
+            f"{resolved.config_path} sets {unsupported}, which this package does not load or "
+            "check (their extra weights would be initialised silently); use a plain LoRA or "
+            "aLoRA adapter, or remove those settings if the adapter was not trained with them."
+        )
+    for key in ("lora_alpha", "lora_dropout"):
+        value = getattr(config, key, None)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and value >= 0):
+            raise AdapterError(
+                f"{resolved.config_path}: {key} must be a number >= 0, not {value!r}; set it "
+                "to the value the adapter was trained with."
+            )
     ranks = {"r": config.r, **{f"rank_pattern[{k!r}]": v for k, v in
                                  (config.rank_pattern or {}).items()}}
     for key, rank in ranks.items():
@@ -182,6 +200,12 @@ def _check_tensors(
             is_a = ".lora_A." in key
             if not is_a and ".lora_B." not in key:
                 continue
+            if not key.startswith(_PEFT_PREFIX):
+                raise AdapterError(
+                    f"{path}: tensor {key} is not named as PEFT saves it ({_PEFT_PREFIX}"
+                    "<module>.lora_A.weight), so PEFT would not load it. Save the adapter again "
+                    "with PeftModel.save_pretrained."
+                )
             module_name = key.split(".lora_")[0].removeprefix(_PEFT_PREFIX)
             (a_of if is_a else b_of).add(module_name)
             _check_matrix(resolved, model, config, modules, key, module_name, tensor.shape)
@@ -198,7 +222,7 @@ def _check_matrix(
         raise AdapterError(
             f"Adapter {resolved.path} adapts {module_name!r}, which this "
             f"{type(model).__name__} does not have: it was trained for another model "
-            "architecture."
+            "architecture. Use the adapter trained for this base model."
         )
     if not key.endswith(".weight"):
         return
@@ -223,7 +247,8 @@ def _check_matrix(
         raise AdapterError(
             f"Adapter {resolved.path} has {key} of shape {list(shape)}, but "
             f"{module_name} has {expected} {'input' if is_a else 'output'}"
-            " features: it was trained for a different base model size."
+            " features: it was trained for a different base model size. Use the adapter "
+            "trained for this base model."
         )
 
 

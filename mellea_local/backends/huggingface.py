@@ -42,7 +42,12 @@ from mellea_local.backends.adapter_registry import (
 from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
 from mellea_local.backends.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
-from mellea_local.backends.loading import load_pretrained, resolve_device, resolve_dtype
+from mellea_local.backends.loading import (
+    check_cache_budget,
+    load_pretrained,
+    resolve_device,
+    resolve_dtype,
+)
 from mellea_local.backends.model_holder import ModelHolder
 from mellea_local.backends.stats import CacheStats
 from mellea_local.core.backend import Backend
@@ -86,11 +91,13 @@ class LocalHFBackend(Backend):
         allow_pickle: bool = False,
         kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
     ) -> None:
+        check_cache_budget(kv_cache_tokens)  # every argument is checked before any load
         dev = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, dev)
         lm, tokenizer = load_pretrained(
             model,
             device=dev,
-            dtype=resolve_dtype(dtype, dev),
+            dtype=torch_dtype,
             revision=revision,
             trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
@@ -372,8 +379,9 @@ class LocalHFBackend(Backend):
             except Exception as exc:
                 raise AdapterError(
                     f"PEFT could not load the adapter at {resolved.path} onto {self.model_id} "
-                    f"({type(exc).__name__}: {exc}); the backend is unchanged. Check that the "
-                    "adapter was saved by PEFT for this base model."
+                    f"({type(exc).__name__}: {exc}); the backend is unchanged. Check "
+                    f"{resolved.config_path} and the weights: save the adapter again with "
+                    "PeftModel.save_pretrained for this base model."
                 ) from exc
         return self._registry.add(describe(resolved, name, self.tokenizer), resolved)
 

@@ -105,13 +105,13 @@ class ModelHolder:
                 self.peft.load_adapter(str(path), adapter_name=name, is_trainable=False)
             self.peft.eval()
             if weight_keys is not None:
-                self._verify_loaded(name, weight_keys)
+                self._verify_loaded(Path(path), name, weight_keys)
         except BaseException:
             self._roll_back(name, before, created)
             raise
         self._settle()
 
-    def _verify_loaded(self, name: str, keys: set[str]) -> None:
+    def _verify_loaded(self, path: Path, name: str, keys: set[str]) -> None:
         """Every LoRA layer PEFT made for ``name`` must have read its matrices from ``keys``.
 
         PEFT only warns about adapter weights missing from the file and keeps their random or
@@ -119,17 +119,25 @@ class ModelHolder:
         """
         from peft.tuners.lora import LoraLayer
 
-        missing = []
+        expected: set[str] = set()
         for module_name, module in self.model.named_modules():
             if isinstance(module, LoraLayer) and name in module.lora_A:
                 stem = "base_model.model." + module_name
-                missing += [f"{stem}.{part}.weight" for part in ("lora_A", "lora_B")
-                            if f"{stem}.{part}.weight" not in keys]
+                expected |= {f"{stem}.lora_A.weight", f"{stem}.lora_B.weight"}
+        matrices = {k for k in keys if ".lora_A." in k or ".lora_B." in k}
+        missing = sorted(expected - matrices)
         if missing:
             raise AdapterError(
-                f"The weights file lacks {len(missing)} LoRA matrices its config targets "
-                f"(first: {missing[0]}); PEFT would run them with initial values. Re-save the "
+                f"{path / 'adapter_model.safetensors'} lacks {len(missing)} LoRA matrices its "
+                f"config targets (first: {missing[0]}); PEFT would run them with initial values. Re-save the "
                 "adapter with PeftModel.save_pretrained, or fix target_modules."
+            )
+        unused = sorted(k for k in matrices - expected if k.endswith(".weight"))
+        if unused:
+            raise AdapterError(
+                f"{path / 'adapter_model.safetensors'} holds {len(unused)} LoRA matrices its "
+                f"config does not target (first: {unused[0]}); PEFT would silently drop them. Fix target_modules / "
+                "layers_to_transform in adapter_config.json to match the weights."
             )
 
     def unload_adapter(self, name: str) -> None:
