@@ -129,15 +129,17 @@ class ModelHolder:
         if missing:
             raise AdapterError(
                 f"{path / 'adapter_model.safetensors'} lacks {len(missing)} LoRA matrices its "
-                f"config targets (first: {missing[0]}); PEFT would run them with initial values. Re-save the "
-                "adapter with PeftModel.save_pretrained, or fix target_modules."
+                f"config targets (first: {missing[0]}); PEFT would run them with initial "
+                "values. Save the adapter again with PeftModel.save_pretrained, or fix "
+                "target_modules."
             )
         unused = sorted(k for k in matrices - expected if k.endswith(".weight"))
         if unused:
             raise AdapterError(
                 f"{path / 'adapter_model.safetensors'} holds {len(unused)} LoRA matrices its "
-                f"config does not target (first: {unused[0]}); PEFT would silently drop them. Fix target_modules / "
-                "layers_to_transform in adapter_config.json to match the weights."
+                f"config does not target (first: {unused[0]}); PEFT would silently drop "
+                "them. Fix target_modules / layers_to_transform in adapter_config.json to "
+                "match the weights."
             )
 
     def unload_adapter(self, name: str) -> None:
