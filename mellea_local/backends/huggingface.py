@@ -44,6 +44,7 @@ from mellea_local.backends.generation import GenerationRequest, GenerationResult
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
     check_cache_budget,
+    check_model_name,
     load_pretrained,
     resolve_device,
     resolve_dtype,
@@ -91,7 +92,8 @@ class LocalHFBackend(Backend):
         allow_pickle: bool = False,
         kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
     ) -> None:
-        check_cache_budget(kv_cache_tokens)  # every argument is checked before any load
+        check_model_name(model)  # every argument is checked before any load
+        check_cache_budget(kv_cache_tokens)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         lm, tokenizer = load_pretrained(

@@ -149,7 +149,7 @@ def _load_error(
     return ModelLoadError(f"Cannot load model {where!r}: {hint}. ({type(exc).__name__}: {exc})")
 
 
-def _model_name(model: Any) -> str:
+def check_model_name(model: Any) -> str:
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if not isinstance(model, str) or not model.strip():
@@ -176,7 +176,7 @@ def load_pretrained(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    name = _model_name(model)
+    name = check_model_name(model)
     kwargs: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code}
     unreachable = (not Path(name).expanduser().exists() and not _offline()
                    and not hub_reachable())
