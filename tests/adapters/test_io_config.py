@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bounded import run_bounded
 
 from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML, IOConfig, LikelihoodRule, NestRule
 from mellea_local.errors import IOConfigError
@@ -313,27 +314,6 @@ def test_bad_optional_values_are_refused(tmp_path, line, message):
 # ----- bounded loading (io.yaml may come from the hub) ------------------------------------------
 
 
-def _within(seconds: float, fn):
-    """Run ``fn`` in a thread; fail (instead of hanging the suite) if it takes longer."""
-    import threading
-
-    result: list = []
-
-    def run():
-        try:
-            fn()
-        except BaseException as exc:  # handed back to the test
-            result.append(exc)
-        else:
-            result.append(None)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert result, f"did not finish within {seconds} s"
-    return result[0]
-
-
 ALIAS_BOMB = "".join(
     f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]\n"
     for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
@@ -344,7 +324,7 @@ ALIAS_BOMB = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lo
 def test_an_alias_bomb_is_refused_at_once(tmp_path):
     assert len(ALIAS_BOMB) <= 460  # the 450-byte file of issue 28 D4
     path = write(tmp_path, "response_format: null\ntransformations: null\n" + ALIAS_BOMB)
-    error = _within(5, lambda: IOConfig.load(path))
+    _, error = run_bounded(lambda: IOConfig.load(path), 5)
     assert isinstance(error, IOConfigError)
     assert str(path) in str(error) and "alias *a" in str(error) and "in full" in str(error)
 
@@ -362,7 +342,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path):
 ])
 def test_hostile_yaml_is_refused_naming_the_file(tmp_path, text, message):
     path = write(tmp_path, text)
-    error = _within(5, lambda: IOConfig.load(path))
+    _, error = run_bounded(lambda: IOConfig.load(path), 5)
     assert isinstance(error, IOConfigError), error
     assert str(path) in str(error) and message in str(error)
 

@@ -7,31 +7,15 @@ names the input and the fix, and a hub id with no network fails in seconds, not 
 from __future__ import annotations
 
 import shutil
-import threading
 
 import pytest
 import torch
 from adapter_folders import WEIGHTS
+from bounded import run_bounded
 
 from mellea_local.backends import huggingface as hf_module
 from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.errors import BackendArgumentError, ModelLoadError
-
-
-def _bounded(fn, seconds: float = 60):
-    box: list = []
-
-    def run():
-        try:
-            box.append(fn())
-        except BaseException as exc:
-            box.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert box, f"still running after {seconds} s"
-    return box[0]
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
@@ -78,7 +62,7 @@ def test_a_damaged_model_folder_is_a_model_load_error(tmp_path, file, damage):
     folder = tmp_path / "model"
     shutil.copytree(WEIGHTS, folder)
     damage(folder / file)
-    error = _bounded(lambda: LocalHFBackend(folder, device="cpu"))
+    _, error = run_bounded(lambda: LocalHFBackend(folder, device="cpu"))
     assert isinstance(error, ModelLoadError), repr(error)
     assert str(folder) in str(error) and "again" in str(error)
 
@@ -91,7 +75,8 @@ def test_a_hub_id_without_network_fails_fast_with_the_fixes(monkeypatch):
     for var in ("HTTPS_PROXY", "https_proxy"):
         monkeypatch.delenv(var, raising=False)
     assert loading.hub_reachable() is False
-    error = _bounded(lambda: LocalHFBackend("ibm-granite/no-such-model", device="cpu"), 30)
+    _, error = run_bounded(lambda: LocalHFBackend("ibm-granite/no-such-model", device="cpu"),
+                           30)
     assert isinstance(error, ModelLoadError), repr(error)
     message = str(error)
     assert "ibm-granite/no-such-model" in message and "127.0.0.1:9" in message

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 from adapter_folders import copy_adapter, probe, shipped_adapter
+from bounded import run_bounded
 
 from mellea_local.adapters import HubSource, IOConfig, resolve_adapter
 from mellea_local.errors import MelleaLocalError
@@ -29,22 +29,6 @@ TIMEOUT_S = 60  # generous for a loaded CI machine; a hang is minutes to forever
 FIX_WORDS = ("use ", "pass ", "write ", "remove", "add ", "set ", "fix", "save", "must ",
              "flatten", "rename", "check", "load ", "move", "leave", "download", "convert",
              "build", "shorten", "call ", "only", "give", "fetch", "re-", "needs ")
-
-
-def run_bounded(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-    box: list[Any] = []
-
-    def work() -> None:
-        try:
-            box.append((fn(), None))
-        except BaseException as exc:  # handed to the test
-            box.append((None, exc))
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT_S)
-    assert box, f"hung for more than {TIMEOUT_S} s"
-    return box[0]
 
 
 def assert_typed(exc: BaseException | None, needle: str) -> None:
@@ -138,7 +122,7 @@ def test_bad_io_yaml(case, tmp_path):
     text, needle = IO_BAD[case]
     path = tmp_path / "io.yaml"
     (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
-    _, exc = run_bounded(lambda: IOConfig.load(path))
+    _, exc = run_bounded(lambda: IOConfig.load(path), TIMEOUT_S)
     assert_typed(exc, str(path))
     assert needle in str(exc)
 
@@ -147,7 +131,7 @@ def test_bad_io_yaml(case, tmp_path):
 def test_valid_io_yaml(case, tmp_path):
     path = tmp_path / "io.yaml"
     path.write_text(IO_VALID[case])
-    config, exc = run_bounded(lambda: IOConfig.load(path))
+    config, exc = run_bounded(lambda: IOConfig.load(path), TIMEOUT_S)
     assert exc is None, exc
     assert config.source == str(path)
 
@@ -396,7 +380,7 @@ def test_add_adapter_corpus(case, corpus_backend, tmp_path):
     backend, logits, adapters = corpus_backend
     spec = ADD_CASES[case]
     source, kwargs = spec.build(tmp_path)
-    adapter, exc = run_bounded(lambda: backend.add_adapter(source, **kwargs))
+    adapter, exc = run_bounded(lambda: backend.add_adapter(source, **kwargs), TIMEOUT_S)
     try:
         if spec.needle is None:
             assert exc is None, f"refused a valid input: {exc!r}"
@@ -421,12 +405,12 @@ def test_add_adapter_corpus(case, corpus_backend, tmp_path):
     (dict(repo_id=5, revision="a" * 40, intrinsic="requirement-check"), "5"),
 ])
 def test_bad_hub_sources(source, needle):
-    _, exc = run_bounded(lambda: HubSource(**source))
+    _, exc = run_bounded(lambda: HubSource(**source), TIMEOUT_S)
     assert_typed(exc, needle)
 
 
 def test_resolve_adapter_without_a_base(tmp_path):
-    _, exc = run_bounded(lambda: resolve_adapter("requirement-check"))
+    _, exc = run_bounded(lambda: resolve_adapter("requirement-check"), TIMEOUT_S)
     assert_typed(exc, "base_model")
 
 
