@@ -117,6 +117,7 @@ class LocalHFBackend(Backend):
         kv_cache_tokens: int = DEFAULT_TOKEN_BUDGET,
     ) -> LocalHFBackend:
         """Wrap a model and tokenizer you already loaded (no copy; the backend owns them now)."""
+        check_cache_budget(kv_cache_tokens)
         self = cls.__new__(cls)
         name = model_id or getattr(model.config, "name_or_path", None) or type(model).__name__
         if tokenizer.pad_token_id is None:

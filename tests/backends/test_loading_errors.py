@@ -44,6 +44,11 @@ def test_bad_arguments_are_refused_before_any_load(kwargs, needle, monkeypatch):
     assert isinstance(err.value, ValueError)
 
 
+def test_from_loaded_checks_the_cache_budget_too(tiny_model, tiny_tokenizer):
+    with pytest.raises(BackendArgumentError, match="kv_cache_tokens=-3"):
+        LocalHFBackend.from_loaded(tiny_model, tiny_tokenizer, kv_cache_tokens=-3)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_an_absent_device_is_named():
     with pytest.raises(BackendArgumentError, match="device='cuda' is not available"):
