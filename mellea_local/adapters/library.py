@@ -327,10 +327,11 @@ def _roots(roots: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
 
 
 def _need_base(base_model: str | os.PathLike[str] | None, intrinsic: str) -> str:
-    if base_model is None:
+    if not isinstance(base_model, str | os.PathLike):
         raise AdapterError(
             f"Resolving intrinsic {intrinsic!r} needs base_model (the model id or path the "
-            "adapter must fit), since libraries hold one adapter per base model."
+            "adapter must fit), since libraries hold one adapter per base model; got "
+            f"{base_model!r}. Pass e.g. base_model='ibm-granite/granite-4.1-3b'."
         )
     return os.fspath(base_model)
 

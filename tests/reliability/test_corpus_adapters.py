@@ -409,8 +409,10 @@ def test_bad_hub_sources(source, needle):
     assert_typed(exc, needle)
 
 
-def test_resolve_adapter_without_a_base(tmp_path):
-    _, exc = run_bounded(lambda: resolve_adapter("requirement-check"), TIMEOUT_S)
+@pytest.mark.parametrize("base", [None, 5, b"granite", ["granite"]])
+def test_resolve_adapter_without_a_usable_base(base):
+    _, exc = run_bounded(lambda: resolve_adapter("requirement-check", base_model=base),
+                         TIMEOUT_S)
     assert_typed(exc, "base_model")
 
 
