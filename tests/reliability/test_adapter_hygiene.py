@@ -34,14 +34,27 @@ class _State:
         self.adapters = dict(backend.adapters)
         self.peft_names = list(backend._holder.adapter_names)
         self.grads = [p.requires_grad for p in backend.model.parameters()]
+        self.adapted = _adapter_logits(backend)
 
     def assert_same(self, backend) -> None:
+        assert all(torch.equal(a, b) for a, b in zip(
+            _adapter_logits(backend), self.adapted, strict=True))
         assert torch.equal(probe(backend), self.logits)
         assert module_tree(backend.model) == self.tree
         assert backend.adapters == self.adapters
         assert backend._holder.adapter_names == self.peft_names
         assert [p.requires_grad for p in backend.model.parameters()] == self.grads
         backend._holder.assert_base()
+
+
+def _adapter_logits(backend) -> list[torch.Tensor]:
+    """What each loaded adapter computes on a row holding the aLoRA invocation."""
+    ids = torch.tensor([[1, 5, 9, 31, 622, 33, 40, 41]])
+    out = []
+    for name in sorted(backend.adapters):
+        with backend._holder.using(name) as peft, torch.no_grad():
+            out.append(peft(ids).logits.clone())
+    return out
 
 
 def _truncate_a(state) -> None:
