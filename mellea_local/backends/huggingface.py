@@ -45,6 +45,7 @@ from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
     check_cache_budget,
     check_model_name,
+    check_model_options,
     load_pretrained,
     resolve_device,
     resolve_dtype,
@@ -94,6 +95,7 @@ class LocalHFBackend(Backend):
     ) -> None:
         check_model_name(model)  # every argument is checked before any load
         check_cache_budget(kv_cache_tokens)
+        check_model_options(model_options)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         lm, tokenizer = load_pretrained(
@@ -118,6 +120,7 @@ class LocalHFBackend(Backend):
     ) -> LocalHFBackend:
         """Wrap a model and tokenizer you already loaded (no copy; the backend owns them now)."""
         check_cache_budget(kv_cache_tokens)
+        check_model_options(model_options)
         self = cls.__new__(cls)
         name = model_id or getattr(model.config, "name_or_path", None) or type(model).__name__
         if tokenizer.pad_token_id is None:

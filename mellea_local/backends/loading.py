@@ -212,3 +212,17 @@ def check_cache_budget(tokens: Any) -> int:
             "prefix cache off)."
         )
     return tokens
+
+
+def check_model_options(options: Any) -> dict[str, Any]:
+    """Backend-wide ``model_options`` must be a mapping (or None); a copy is returned."""
+    from collections.abc import Mapping
+
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise BackendArgumentError(
+            f"model_options={options!r} must be a mapping of options, e.g. "
+            "{ModelOption.MAX_NEW_TOKENS: 64}, or None."
+        )
+    return dict(options)

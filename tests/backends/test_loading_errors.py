@@ -30,6 +30,8 @@ from mellea_local.errors import BackendArgumentError, ModelLoadError
     ({"kv_cache_tokens": -1}, "kv_cache_tokens=-1"),
     ({"kv_cache_tokens": "lots"}, "kv_cache_tokens='lots'"),
     ({"kv_cache_tokens": True}, "kv_cache_tokens=True"),
+    ({"model_options": 5}, "model_options=5"),
+    ({"model_options": ["temperature"]}, "model_options=['temperature']"),
 ])
 def test_bad_arguments_are_refused_before_any_load(kwargs, needle, monkeypatch):
     def never(*args, **kw):
