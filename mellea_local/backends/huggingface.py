@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from mellea_local.backends.loading import (
 )
 from mellea_local.backends.model_holder import ModelHolder
 from mellea_local.backends.stats import CacheStats
+from mellea_local.backends.workers import start_worker
 from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
@@ -266,8 +266,9 @@ class LocalHFBackend(Backend):
                 mot._push_done()
 
         # A plain thread, not the default executor: a cancelled call must not pin an executor
-        # slot, and the model lock already serialises the work.
-        threading.Thread(target=work, name="mellea-local-generate", daemon=True).start()
+        # slot, and the model lock already serialises the work. Registered, so that the
+        # process never exits while it is inside torch (see ``workers``).
+        start_worker(work, request.cancel, name="mellea-local-generate")
         return mot, ctx.add(action).add(mot)
 
     def _prompt_opens_thinking(self, ids: list[int]) -> bool:
