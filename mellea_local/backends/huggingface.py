@@ -50,6 +50,7 @@ from mellea_local.backends.loading import (
     resolve_dtype,
 )
 from mellea_local.backends.model_holder import ModelHolder
+from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.stats import CacheStats
 from mellea_local.backends.workers import start_worker
 from mellea_local.core.backend import Backend
@@ -151,6 +152,11 @@ class LocalHFBackend(Backend):
         self.stats = CacheStats()
 
     # ----- introspection -------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        dtype = str(self.model.dtype).removeprefix("torch.")
+        return (f"{type(self).__name__}(model={self.model_id!r}, device='{self.device}', "
+                f"dtype={dtype!r}, adapters={sorted(self._adapters)!r})")
 
     @property
     def model(self) -> Any:
@@ -378,7 +384,7 @@ class LocalHFBackend(Backend):
             check_base_fit(resolved, self._base_identity)
         check_tokenizer_fit(resolved, self.tokenizer)
         keys = check_weight_fit(resolved, self.model, check_config(resolved))
-        with self._holder.lock:
+        with self._holder.lock, quiet_loading():
             try:
                 self._holder.load_adapter(resolved.path, name, weight_keys=keys)
             except AdapterError:
@@ -485,11 +491,11 @@ class LocalHFBackend(Backend):
         ``requirement-check_lora`` for comparisons. float32 always: the adapters were trained
         against float32 activations and the model is too small for bf16 to pay off.
         """
-        import mellea_local.embedded as embedded_package
         from mellea_local.adapters import default_library_roots, find_in_library
+        from mellea_local.embedded import trained_weights_dir
         from mellea_local.errors import ModelLoadError
 
-        weights = Path(embedded_package.__file__).parent / "weights" / "mellea-tiny-chat"
+        weights = trained_weights_dir()
         if not (weights / "model.safetensors").is_file():
             raise ModelLoadError(
                 f"The embedded model is missing from {weights}; reinstall mellea-local or "

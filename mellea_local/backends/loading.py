@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import torch
 
+from mellea_local.backends.quiet import quiet_loading
 from mellea_local.errors import BackendArgumentError, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -183,10 +184,11 @@ def load_pretrained(
     if unreachable:
         kwargs["local_files_only"] = True  # the cache may still hold it
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
-        lm = AutoModelForCausalLM.from_pretrained(
-            name, dtype=dtype, use_safetensors=None if allow_pickle else True, **kwargs
-        )
+        with quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
+            lm = AutoModelForCausalLM.from_pretrained(
+                name, dtype=dtype, use_safetensors=None if allow_pickle else True, **kwargs
+            )
     except Exception as exc:  # transformers, tokenizers and safetensors raise many types
         if not allow_pickle and "no file named" in str(exc).lower() and (
                 "safetensors" in str(exc).lower()):

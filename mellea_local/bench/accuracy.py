@@ -50,14 +50,16 @@ def read_dataset(path: str | Path) -> list[LabelledItem]:
     a bad or unlabelled line stops the run before any model time is spent.
     """
     from mellea_local.cli.check import LineError, parse_line
+    from mellea_local.cli.options import read_utf8
 
     path = Path(path)
     if not path.is_file():
         raise DatasetError(
-            f"The labelled dataset {str(path)!r} does not exist; pass a JSONL file "
+            f"--dataset: the labelled dataset {str(path)!r} does not exist; pass a JSONL file "
             "(one {messages, requirement(s), label, family?} object per line).")
     items = []
-    for number, text in enumerate(path.read_text("utf-8").splitlines(), start=1):
+    body = read_utf8(path, "--dataset: the labelled dataset", DatasetError)
+    for number, text in enumerate(body.splitlines(), start=1):
         if not text.strip():
             continue
         try:

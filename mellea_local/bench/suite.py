@@ -92,7 +92,8 @@ def _check_config(cfg: SuiteConfig) -> None:
     from mellea_local.bench.subjects import SIZES, size_names
 
     if cfg.size is not None and cfg.size not in SIZES:
-        raise ValueError(f"Unknown --size {cfg.size!r}; use one of {', '.join(size_names())}.")
+        raise ValueError(f"--size {cfg.size!r}: no such shape; use one of "
+                         f"{', '.join(size_names())}.")
     if cfg.size is not None and cfg.model is not None:
         raise ValueError("Pass --size (a random-init shape) or --model (real weights), not both.")
     if cfg.name is not None and (not cfg.name or any(c in cfg.name for c in "/\\")
@@ -106,13 +107,14 @@ def _check_config(cfg: SuiteConfig) -> None:
             raise ValueError(f"{flag} must be at least 1, got {value}.")
     unknown = set(cfg.skip) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"Unknown section(s) to skip {sorted(unknown)}; use {list(SECTIONS)}.")
+        raise ValueError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
+                         f"{', '.join(SECTIONS)}.")
 
 
 def _embedded_weights() -> Path:
-    import mellea_local.embedded as embedded_package
+    from mellea_local.embedded import trained_weights_dir
 
-    return Path(embedded_package.__file__).parent / "weights" / "mellea-tiny-chat"
+    return trained_weights_dir()
 
 
 def _speed_subject(

@@ -20,17 +20,40 @@ from mellea_local.cli.options import (
     ModelOpt,
     run_guarded,
 )
+from mellea_local.cli.usage import CliGroup
 
 app = typer.Typer(
+    cls=CliGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Local-model inference with Activated LoRA adapters.",
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from mellea_local import __version__
+
+        typer.echo(f"mellea-local {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Local-model inference with Activated LoRA adapters."""
+
+
+def _check_budget(value: int) -> int:
+    if value == 0 or value < -1:
+        raise typer.BadParameter(f"{value} turns; pass at least 1 (or -1 for no limit).")
+    return value
+
+
+MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (tokens).")]
 
 
 @app.command()
@@ -80,14 +103,15 @@ def check(
 
     def work() -> int:
         from mellea_local.cli.check import guard_paths, read_done, report, run_check
-        from mellea_local.cli.options import add_cli_adapter, load_backend
+        from mellea_local.cli.options import add_cli_adapter, load_backend, read_utf8
 
         if not input_path.is_file():
             raise FileNotFoundError(
                 f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
         guard_paths(input_path, output)
         read_done(output)  # an unusable output fails here, before the model loads
-        backend = load_backend(model, device=device, dtype=dtype)
+        read_utf8(input_path, "The input dataset")
+        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         name = add_cli_adapter(backend, adapter) if adapter else None
         if name is None and not backend.supports_intrinsic("requirement-check"):
             name = add_cli_adapter(backend, "requirement-check")
@@ -110,16 +134,18 @@ def chat(
     debug: DebugOpt = False,
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
-    max_new_tokens: Annotated[int, typer.Option(help="Answer length limit.")] = 256,
+    max_new_tokens: MaxNewTokensOpt = 256,
 ) -> None:
-    """Chat with the model; thinking shown dimmed, /reset starts over, /quit leaves."""
+    """Chat with the model; thinking shown dimmed, /help lists the commands, /quit leaves."""
     from rich.console import Console
 
     def work() -> None:
         from mellea_local.cli.chat import run_chat
-        from mellea_local.cli.options import add_cli_adapter, load_backend
+        from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
 
-        backend = load_backend(model, device=device, dtype=dtype)
+        if system is not None:
+            check_text(system, "--system")
+        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_chat(backend, console=Console(), system=system, thinking=thinking,
@@ -130,7 +156,7 @@ def chat(
 
 @app.command("react")
 def react_command(
-    goal: Annotated[str, typer.Argument(help="What the agent should achieve.")],
+    goal: Annotated[str, typer.Argument(metavar="GOAL", help="What the agent should achieve.")],
     model: ModelOpt = EMBEDDED,
     adapter: AdapterOpt = None,
     device: DeviceOpt = None,
@@ -139,19 +165,23 @@ def react_command(
     lookup: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE for the lookup tool (repeatable); without any, only the calculator.")
     ] = None,
-    budget: Annotated[int, typer.Option(help="Most model turns before giving up.")] = 6,
+    budget: Annotated[int, typer.Option(
+        callback=_check_budget, help="Most model turns before giving up (-1: no limit).")] = 6,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
-    max_new_tokens: Annotated[int, typer.Option(help="Length limit per turn.")] = 256,
+    max_new_tokens: MaxNewTokensOpt = 256,
 ) -> None:
     """Run the ReACT agent on GOAL with the calculator (and a lookup table), step by step."""
     from rich.console import Console
 
     def work() -> None:
-        from mellea_local.cli.options import add_cli_adapter, load_backend
+        from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
         from mellea_local.cli.react_cmd import build_tools, parse_lookup, run_react
 
+        if not check_text(goal, "GOAL").strip():
+            raise ValueError("GOAL is empty; say what the agent should achieve, e.g. "
+                             "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
-        backend = load_backend(model, device=device, dtype=dtype)
+        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,

@@ -1,13 +1,16 @@
 """``mellea-local chat``: an interactive conversation that keeps its history.
 
 Reads lines with ``input()`` (so scripts and tests can pipe a conversation in), answers each with
-the whole history as context, shows the model's thinking dimmed above its answer. ``/reset``
-starts over (keeping the system prompt), ``/quit`` or end of input leaves.
+the whole history as context, shows the model's thinking dimmed above its answer. A line that
+is one slash word is a command for the chat itself, never sent to the model: ``/help`` lists
+them, ``/reset`` starts over (keeping the system prompt), ``/quit`` (or end of input) leaves;
+an unknown one is answered with the list.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +20,17 @@ from mellea_local.messages import Message
 from mellea_local.options import ModelOption
 
 PROMPT = "you> "
+COMMANDS = {
+    "/help": "list these commands",
+    "/reset": "forget the conversation (the system prompt stays)",
+    "/quit": "leave (so does end of input, Ctrl-D)",
+}
+_COMMAND = re.compile(r"/[A-Za-z]+")
+
+
+def _print_help(console: Console) -> None:
+    for name, what in COMMANDS.items():
+        console.print(f"  {name:<7} {what}", style="dim", markup=False, highlight=False)
 
 
 def _fresh(system: str | None) -> ChatContext:
@@ -41,7 +55,7 @@ def run_chat(
     options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking}
     ctx = _fresh(system)
     turns = 0
-    console.print("chat: /reset starts over, /quit leaves", style="dim")
+    console.print("chat: /help lists the commands, /quit leaves", style="dim")
     while True:
         try:
             text = input(PROMPT)
@@ -50,11 +64,17 @@ def run_chat(
         command = text.strip()
         if not command:
             continue
-        if command == "/quit":
-            break
-        if command == "/reset":
-            ctx = _fresh(system)
-            console.print("(history cleared)", style="dim")
+        if _COMMAND.fullmatch(command):
+            if command in ("/quit", "/exit"):
+                break
+            if command == "/reset":
+                ctx = _fresh(system)
+                console.print("(history cleared)", style="dim")
+            else:
+                if command != "/help":
+                    console.print(f"unknown command {command}; the commands are:",
+                                  style="yellow", markup=False, highlight=False)
+                _print_help(console)
             continue
         with console.status("thinking..."):
             mot, ctx = asyncio.run(_answer(backend, ctx, text, options))

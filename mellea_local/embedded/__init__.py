@@ -6,6 +6,8 @@ models of any size. Tests build a tiny one; the shipped trained model (issue 5) 
 same tokenizer and templates.
 """
 
+from pathlib import Path
+
 from .model import build_model, build_tiny, generation_config, model_config, save
 from .tokenizer import (
     END_OF_ROLE,
@@ -44,4 +46,10 @@ __all__ = [
     "model_config",
     "response_template",
     "save",
+    "trained_weights_dir",
 ]
+
+
+def trained_weights_dir() -> Path:
+    """The folder of the shipped trained model, ``mellea-tiny-chat`` (inside the package)."""
+    return Path(__file__).parent / "weights" / "mellea-tiny-chat"

@@ -17,12 +17,12 @@ def test_default_names_keep_quick_and_gpu_runs_apart():
 
 
 @pytest.mark.parametrize(("cfg", "words"), [
-    (SuiteConfig(size="huge"), "Unknown --size"),
+    (SuiteConfig(size="huge"), "--size .huge.: no such shape"),
     (SuiteConfig(size="tiny", model="embedded"), "not both"),
     (SuiteConfig(name="../x"), "plain file name"),
     (SuiteConfig(lengths=[4]), "at least 16"),
     (SuiteConfig(repeats=0), "--repeats must be at least 1"),
-    (SuiteConfig(skip=("nothing",)), "Unknown section"),
+    (SuiteConfig(skip=("nothing",)), "--skip nothing: no such section"),
 ])
 def test_bad_configs_fail_before_any_model(cfg, words, tmp_path):
     cfg.out_dir = tmp_path / "out"

@@ -146,15 +146,16 @@ def test_missing_dataset_is_one_line_and_nonzero(tmp_path):
     assert result.exit_code == 1
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1, result.output
-    assert lines[0].startswith("error: The labelled dataset") and "nope.jsonl" in lines[0]
+    assert lines[0].startswith("error: --dataset: the labelled dataset")
+    assert "nope.jsonl" in lines[0]
     assert "Traceback" not in result.output
     assert not out_dir.exists()  # it failed before building anything
 
 
 def test_bad_options_are_one_line(tmp_path):
-    for args, words in ((["--size", "huge"], "Unknown --size 'huge'"),
+    for args, words in ((["--size", "huge"], "--size 'huge': no such shape"),
                         (["--lengths", "12x"], "comma-separated"),
-                        (["--skip", "everything"], "Unknown section")):
+                        (["--skip", "everything"], "--skip everything: no such section")):
         result = runner.invoke(app, ["bench", "--quick", "--out-dir", str(tmp_path), *args])
         assert result.exit_code == 1, args
         assert result.output.startswith("error: ") and words in result.output, result.output
