@@ -119,6 +119,7 @@ def check_model_args(model: str, *, dtype: str | None = None, adapter: str | Non
     parameter names.
     """
     from mellea_local.embedded import trained_weights_dir
+    from mellea_local.errors import ModelLoadError
 
     if model == EMBEDDED:
         if dtype not in (None, "float32"):
@@ -131,15 +132,15 @@ def check_model_args(model: str, *, dtype: str | None = None, adapter: str | Non
     else:
         path = Path(model).expanduser()
         if not model.strip():
-            raise ValueError("--model is empty; pass a model folder, a cached hub id or "
+            raise ModelLoadError("--model is empty; pass a model folder, a cached hub id or "
                              "'embedded'.")
         if not path.exists() and _looks_like_path(model):
-            raise ValueError(
+            raise ModelLoadError(
                 f"--model {model!r}: no such folder; pass an existing model folder, a cached "
                 "hub id, or 'embedded'."
             )
         if path.exists() and not (path / "config.json").is_file():
-            raise ValueError(
+            raise ModelLoadError(
                 f"--model {model!r}: {'the folder' if path.is_dir() else 'it is a file and'} "
                 "holds no config.json; pass a folder written by save_pretrained()."
             )
@@ -156,10 +157,10 @@ def check_adapter_arg(adapter: str, base_model: str) -> None:
 
     path = Path(adapter).expanduser()
     if not adapter.strip():
-        raise ValueError("--adapter is empty; pass an adapter folder or an intrinsic name "
+        raise AdapterError("--adapter is empty; pass an adapter folder or an intrinsic name "
                          "such as 'requirement-check'.")
     if not path.is_dir() and (path.exists() or _looks_like_path(adapter)):
-        raise ValueError(
+        raise AdapterNotFoundError(
             f"--adapter {adapter!r}: no such folder; pass a folder holding adapter_config.json, "
             "adapter_model.safetensors and io.yaml, or an intrinsic name such as "
             "'requirement-check'."
@@ -170,13 +171,13 @@ def check_adapter_arg(adapter: str, base_model: str) -> None:
         if path.is_dir():
             raise
         roots = ", ".join(str(r) for r in default_library_roots()) or "none"
-        raise ValueError(
+        raise AdapterNotFoundError(
             f"--adapter {adapter!r}: no folder of that name here, and no adapter for the "
             f"intrinsic {adapter!r} on model {base_model_name(base_model)!r} in the adapter "
             f"libraries ({roots}); pass --adapter with an adapter folder."
         ) from None
     except AdapterError as exc:
-        raise ValueError(f"--adapter {adapter!r}: {exc}") from None
+        raise AdapterError(f"--adapter {adapter!r}: {exc}") from None
 
 
 def load_backend(

@@ -47,7 +47,7 @@ class CliGroup(typer.core.TyperGroup):
         except click_exceptions.ClickException as exc:
             print_usage_error(exc)
             sys.exit(exc.exit_code)
-        except click_exceptions.Abort:
+        except typer.Abort:
             typer.echo("error: aborted", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)

@@ -48,11 +48,12 @@ def test_backend_repr_names_model_device_dtype_and_adapters(cli_model):
 
 
 def test_quiet_loading_keeps_other_warnings():
-    with warnings.catch_warnings(record=True) as seen, quiet_loading():
+    with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        warnings.warn("`is_gradient_checkpointing` is deprecated and will go", FutureWarning,
-                      stacklevel=1)
-        warnings.warn("ours", UserWarning, stacklevel=1)
+        with quiet_loading():
+            warnings.warn("`is_gradient_checkpointing` is deprecated and will go",
+                          FutureWarning, stacklevel=1)
+            warnings.warn("ours", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["ours"]
 
 
