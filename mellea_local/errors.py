@@ -8,6 +8,7 @@ written against the peer library keeps working.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 
@@ -166,3 +167,37 @@ class CheckFileError(MelleaLocalError, ValueError):
     JSONL or Parquet, Parquet without the needed columns, an output that is the input itself or
     holds something other than check records.
     """
+
+
+class InvalidInputError(MelleaLocalError, ValueError):
+    """An argument of a public function has a value it cannot take (empty, blank, out of range).
+
+    The message names the argument (and the item or option within it) and says what to pass.
+    """
+
+
+class InputTypeError(MelleaLocalError, TypeError):
+    """An argument of a public function has the wrong type; the message names it and the fix."""
+
+
+class ModelOptionError(InvalidInputError):
+    """A model option's value is outside the range it allows (NaN temperature, top_p of 2, ...).
+
+    Raised before anything reaches ``generate``, naming the option and its allowed range.
+    """
+
+
+class ModelOptionTypeError(ModelOptionError, TypeError):
+    """A model option (or the options mapping itself) has the wrong type (a str seed, a bool
+    where a number is expected); also a ``TypeError``."""
+
+
+class ScoreJSONError(IntrinsicOutputError, json.JSONDecodeError):
+    """An intrinsic's output that should be JSON (``{"requirement_check": {"score": p}}``) is not.
+
+    Also a ``json.JSONDecodeError``, so code written against the peer, which lets ``json.loads``
+    raise, keeps working; ``doc`` and ``pos`` locate the problem.
+    """
+
+    def __init__(self, msg: str, doc: str, pos: int) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)

@@ -12,8 +12,12 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Mapping
+import math
+import numbers
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from mellea_local.errors import ModelOptionError, ModelOptionTypeError
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +71,135 @@ _GENERATE_RESERVED = frozenset(
 THINKING_TEMPLATE_VARS = ("enable_thinking", "thinking", "think")
 
 
+# The longest answer a call may ask for: far beyond any model's positions, so it only refuses
+# values that are typos or overflow (10**12 would otherwise run until EOS, whatever that takes).
+MAX_NEW_TOKENS_LIMIT = 1_000_000
+_SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
+
+# Option -> (kind, test of the value, the allowed values in words). Kinds: "number" (a finite
+# real, never a bool), "int" (an integer, never a bool), "bool". None always means "unset".
+_Rule = tuple[str, Callable[[Any], bool], str]
+_RULES: dict[str, _Rule] = {
+    ModelOption.TEMPERATURE: ("number", lambda v: v >= 0, "a finite number >= 0 (0 is greedy)"),
+    "top_p": ("number", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "typical_p": ("number", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "min_p": ("number", lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "epsilon_cutoff": ("number", lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "eta_cutoff": ("number", lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "repetition_penalty": ("number", lambda v: v > 0, "a finite number > 0 (1 is off)"),
+    "length_penalty": ("number", lambda v: True, "a finite number"),
+    "diversity_penalty": ("number", lambda v: v >= 0, "a finite number >= 0"),
+    "top_k": ("int", lambda v: v >= 0, "an int >= 0 (0 is off)"),
+    "num_beams": ("int", lambda v: v >= 1, "an int >= 1"),
+    "num_beam_groups": ("int", lambda v: v >= 1, "an int >= 1"),
+    "num_return_sequences": ("int", lambda v: v >= 1, "an int >= 1"),
+    "no_repeat_ngram_size": ("int", lambda v: v >= 0, "an int >= 0"),
+    "min_new_tokens": ("int", lambda v: 0 <= v <= MAX_NEW_TOKENS_LIMIT,
+                       f"an int in [0, {MAX_NEW_TOKENS_LIMIT:,}]"),
+    "min_length": ("int", lambda v: v >= 0, "an int >= 0"),
+    "max_length": ("int", lambda v: v >= 1, "an int >= 1"),
+    ModelOption.MAX_NEW_TOKENS: ("int", lambda v: 1 <= v <= MAX_NEW_TOKENS_LIMIT,
+                                 f"an int in [1, {MAX_NEW_TOKENS_LIMIT:,}]"),
+    ModelOption.SEED: ("int", lambda v: _SEED_RANGE[0] <= v <= _SEED_RANGE[1],
+                       "an int in [-2**63, 2**64 - 1]"),
+    "do_sample": ("bool", lambda v: True, "True or False"),
+    ModelOption.THINKING: ("bool", lambda v: True, "True or False"),
+    ModelOption.STREAM: ("bool", lambda v: True, "True or False"),
+}
+_KIND_TEST: dict[str, Callable[[Any], bool]] = {
+    "number": lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+    "int": lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+def option_label(key: str) -> str:
+    """How an error names an option: ``ModelOption.SEED`` for a sentinel, else the key."""
+    for attr, value in vars(ModelOption).items():
+        if value == key and attr.isupper() and key.startswith("@@@"):
+            return f"ModelOption.{attr}"
+    return repr(key)
+
+
+def check_option(key: object, value: Any) -> None:
+    """Refuse an option transformers would reject with a raw error or silently misread.
+
+    Raises ``ModelOptionTypeError`` for a key that is not a str or a value of the wrong type,
+    ``ModelOptionError`` for one out of range; either names the option and what it allows.
+    Options without a rule (other ``generate`` keywords, template variables) pass unchanged.
+    """
+    if not isinstance(key, str):
+        raise ModelOptionTypeError(
+            f"Model option keys are str (ModelOption.* or a generate()/template name); got "
+            f"{key!r} ({type(key).__name__})."
+        )
+    name = _ALIASES.get(key, key)
+    if value is None:
+        return
+    label = option_label(name) if name == key else f"{key!r} ({option_label(name)})"
+    if name == ModelOption.STOP_SEQUENCES:
+        _check_stop(label, value)
+        return
+    if name == ModelOption.SYSTEM_PROMPT and not isinstance(value, str):
+        raise ModelOptionTypeError(
+            f"Model option {label} is a {type(value).__name__}; give the system prompt as a str."
+        )
+    rule = _RULES.get(name)
+    if rule is None:
+        return
+    kind, allowed, words = rule
+    if not _KIND_TEST[kind](value):
+        raise ModelOptionTypeError(
+            f"Model option {label} is {_short(value)} ({type(value).__name__}); it must be "
+            f"{words}."
+        )
+    if (kind == "number" and not math.isfinite(value)) or not allowed(value):
+        raise ModelOptionError(f"Model option {label} is {_short(value)}; it must be {words}.")
+
+
+def _check_stop(label: str, value: Any) -> None:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(s, str) for s in items):
+        raise ModelOptionTypeError(
+            f"Model option {label} is {_short(value)}; give a str or a list of str."
+        )
+    if any(not s for s in items):
+        raise ModelOptionError(
+            f"Model option {label} holds an empty stop string, which would stop at once; "
+            "remove it."
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_options(options: object, argument: str = "model_options") -> None:
+    """``check_option`` for every entry of ``options``, which must be a mapping or None."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ModelOptionTypeError(
+            f"{argument} must be a dict of options (e.g. {{ModelOption.MAX_NEW_TOKENS: 64}}) or "
+            f"None; got {type(options).__name__}."
+        )
+    for key, value in options.items():
+        check_option(key, value)
+
+
 def merge_options(
     defaults: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Merge backend defaults with call options (the call wins), normalising aliases.
 
     Normalising before merging matters: a default ``seed`` and a call ``ModelOption.SEED`` are
-    the same option, so the call's value must replace the default's.
+    the same option, so the call's value must replace the default's. Both are checked first
+    (``check_options``), so a bad option fails here, naming itself, and never reaches
+    ``generate``.
     """
+    check_options(defaults, "the backend's model_options")
+    check_options(overrides)
     merged: dict[str, Any] = {}
     for source in (defaults or {}, overrides or {}):
         for key, value in source.items():

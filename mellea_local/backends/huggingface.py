@@ -62,7 +62,7 @@ from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
 from mellea_local.intrinsics.requirement_check import ascore_requirements
 from mellea_local.messages import Message
-from mellea_local.options import ModelOption, merge_options, split_options
+from mellea_local.options import ModelOption, check_options, merge_options, split_options
 from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
 from mellea_local.rendering import collect_tools, render_prompt_ids, to_chat_messages
 from mellea_local.rendering.chat import to_message_dicts
@@ -141,6 +141,7 @@ class LocalHFBackend(Backend):
         model_options: dict[str, Any] | None,
         kv_cache_tokens: int,
     ) -> None:
+        check_options(model_options)
         self.model_id = model_id
         self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
