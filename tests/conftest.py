@@ -81,3 +81,15 @@ def embedded_backend():
     from mellea_local.backends.huggingface import LocalHFBackend
 
     return LocalHFBackend.embedded()
+
+
+@pytest.fixture(scope="session")
+def shared_embedded_backend():
+    """The shipped trained model with its two requirement-check adapters, loaded once.
+
+    SHARED: tests may generate and check with it, but must not add or remove adapters or change
+    its options; a test that damages a backend uses the fresh ``embedded_backend``.
+    """
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    return LocalHFBackend.embedded()

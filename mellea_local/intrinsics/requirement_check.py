@@ -19,11 +19,19 @@ from typing import Any
 
 from mellea_local.adapters import Adapter, AdapterRunner, TokenPrompt
 from mellea_local.core.context import Context
-from mellea_local.errors import IntrinsicInputError
+from mellea_local.errors import InputTypeError
+from mellea_local.inputs import (
+    check_backend,
+    check_context,
+    description_of,
+    descriptions,
+)
+from mellea_local.inputs import descriptions as checked_descriptions
 from mellea_local.intrinsics.call import aintrinsic_batch, as_runner, run_sync
 from mellea_local.intrinsics.intrinsic import REQUIREMENT_CHECK, Intrinsic
 from mellea_local.intrinsics.prompt import build_prompts
 from mellea_local.intrinsics.score import requirement_check_value
+from mellea_local.options import check_options
 
 INTRINSIC = REQUIREMENT_CHECK
 
@@ -53,11 +61,15 @@ async def check_results(
     """The intrinsic's result for each requirement, in order, as one batch.
 
     ``reuse`` and ``fast`` exist for benchmarks and exactness tests: turning them off gives
-    the slow paths the fast one must agree with.
+    the slow paths the fast one must agree with. ``requirements`` must be a list of
+    non-blank descriptions (``InputTypeError`` / ``InvalidInputError`` otherwise, naming the
+    item).
     """
+    texts = descriptions(requirements)
+    check_context(ctx, "ctx")
     return await aintrinsic_batch(
         backend, adapter.intrinsic or adapter.name, ctx,
-        [{"requirement": r} for r in requirements], adapter=adapter,
+        [{"requirement": r} for r in texts], adapter=adapter,
         model_options=model_options, reuse=reuse, fast=fast)
 
 
@@ -87,21 +99,12 @@ async def ascore_requirements(
 ) -> list[str]:
     """What ``Backend.score_requirements`` returns for an adapter runner: per description,
     the intrinsic's output as JSON text, built from the numbers at this edge."""
+    texts = checked_descriptions(descriptions, "descriptions")
+    check_context(ctx, "ctx")
+    check_options(model_options)
     chosen = as_runner(backend).adapter_for(intrinsic_name)
-    return await check_outputs(backend, ctx, descriptions, adapter=chosen,
+    return await check_outputs(backend, ctx, texts, adapter=chosen,
                                model_options=model_options)
-
-
-def _description(requirement: Any) -> str:
-    if isinstance(requirement, str):
-        return requirement
-    description = getattr(requirement, "description", None)
-    if not description:
-        raise IntrinsicInputError(
-            f"A requirement checked by an adapter needs a description; {requirement!r} has "
-            "none. Pass a Requirement with a description, or the description text."
-        )
-    return str(description)
 
 
 async def arequirement_checks(
@@ -113,10 +116,23 @@ async def arequirement_checks(
     adapter: str | None = None,
 ) -> list[float]:
     """Scores in [0, 1] of the last assistant turn against each requirement (a ``str`` or a
-    ``Requirement``), in one batch."""
+    ``Requirement``), in one batch.
+
+    ``requirements`` is a list (a plain str is refused: use ``arequirement_check`` for one);
+    each item a non-blank str or a Requirement with a description.
+    """
+    texts = descriptions(requirements)
+    check_context(context)
+    check_backend(backend, needs="adapter_for")
+    check_options(model_options)
+    if adapter is not None and not isinstance(adapter, str):
+        raise InputTypeError(
+            f"adapter must be the name of a loaded adapter (str) or None, got "
+            f"{type(adapter).__name__}."
+        )
     chosen = as_runner(backend).adapter_for(INTRINSIC, name=adapter)
-    results = await check_results(backend, context, [_description(r) for r in requirements],
-                                  adapter=chosen, model_options=model_options)
+    results = await check_results(backend, context, texts, adapter=chosen,
+                                  model_options=model_options)
     return [requirement_check_value(r, chosen.name) for r in results]
 
 
@@ -129,6 +145,7 @@ async def arequirement_check(
     adapter: str | None = None,
 ) -> float:
     """Score in [0, 1] that the last assistant turn satisfies ``requirement`` (> 0.5: met)."""
+    description_of(requirement, "requirement")  # a list here gets its own error, not [list]
     return (await arequirement_checks(context, backend, [requirement], model_options,
                                       adapter=adapter))[0]
 

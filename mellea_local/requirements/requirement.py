@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InputTypeError, InvalidInputError, ScoreJSONError
 from mellea_local.intrinsics.score import REQUIREMENT_CHECK, requirement_check_value
 
 if TYPE_CHECKING:
@@ -135,8 +136,9 @@ def _as_text(x: CBlock | ModelOutputThunk[Any] | str) -> str:
         return x
     if isinstance(x, (CBlock, ModelOutputThunk)):
         return str(x)
-    raise TypeError(
-        f"Expected a str, CBlock or ModelOutputThunk, got {type(x).__name__}; pass the output text."
+    raise InputTypeError(
+        f"Expected a str, CBlock or ModelOutputThunk, got {type(x).__name__}; pass the output "
+        "text."
     )
 
 
@@ -151,11 +153,26 @@ def default_output_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
 def requirement_check_score(x: CBlock | ModelOutputThunk[Any] | str) -> float:
     """The probability in a requirement-check output ``{"requirement_check": {"score": p}}``.
 
-    Raises ``json.JSONDecodeError`` for text that is not JSON and
+    Raises ``ScoreJSONError`` (a ``json.JSONDecodeError``) for text that is not JSON and
     ``AdapterSchemaMismatchError`` for JSON of the wrong shape or a score that is missing,
     a bool, not a real number, not finite, or outside [0, 1].
     """
-    return requirement_check_value(json.loads(_as_text(x)))
+    text = _as_text(x)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScoreJSONError(
+            f"A requirement-check output is not JSON ({exc.msg}; output {text[:80]!r}); it "
+            'must be {"requirement_check": {"score": p}}: check the adapter\'s io.yaml and '
+            "that the adapter fits this base model",
+            exc.doc, exc.pos,
+        ) from exc
+    except RecursionError as exc:  # JSON nested deeper than the parser's stack
+        raise ScoreJSONError(
+            "A requirement-check output nests too deeply to parse; it must be "
+            '{"requirement_check": {"score": p}}', text, 0,
+        ) from exc
+    return requirement_check_value(data)
 
 
 def requirement_check_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
@@ -187,13 +204,18 @@ class Requirement(Component[bool]):
         check_only: bool = False,
     ):
         if description is not None and not isinstance(description, str):
-            raise TypeError(
-                f"Requirement description must be a str or None, got {type(description).__name__}."
+            raise InputTypeError(
+                "Requirement description must be a str or None, got "
+                f"{type(description).__name__}."
             )
         if validation_fn is not None and not callable(validation_fn):
-            raise TypeError("Requirement validation_fn must be callable: ctx -> ValidationResult.")
+            raise InputTypeError(
+                "Requirement validation_fn must be callable: ctx -> ValidationResult."
+            )
         if not callable(output_to_bool):
-            raise TypeError("Requirement output_to_bool must be callable: judge output -> bool.")
+            raise InputTypeError(
+                "Requirement output_to_bool must be callable: judge output -> bool."
+            )
         self.description = description
         self.validation_fn = validation_fn
         self.output_to_bool = output_to_bool
@@ -265,7 +287,7 @@ class ALoraRequirement(Requirement):
 
     def __init__(self, description: str, intrinsic_name: str | None = REQUIREMENT_CHECK):
         if not isinstance(description, str) or not description.strip():
-            raise ValueError(
+            raise InvalidInputError(
                 "ALoraRequirement needs a non-empty description: the adapter judges the output "
                 "against that text."
             )
@@ -282,7 +304,7 @@ def reqify(r: str | Requirement) -> Requirement:
         return r
     if isinstance(r, str):
         return Requirement(r)
-    raise TypeError(
+    raise InputTypeError(
         f"reqify takes a str or requirement (a description or a Requirement), got "
         f"{type(r).__name__}."
     )

@@ -27,9 +27,11 @@ from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import AdapterSchemaMismatchError, MelleaLocalError
+from mellea_local.errors import AdapterSchemaMismatchError, InvalidInputError, MelleaLocalError
+from mellea_local.inputs import check_backend, check_context, description_of, requirement_list
 from mellea_local.intrinsics.score import requirement_check_value
 from mellea_local.messages import Message
+from mellea_local.options import check_options
 from mellea_local.requirements.requirement import (
     REQUIREMENT_CHECK,
     ALoraRequirement,
@@ -42,6 +44,15 @@ from mellea_local.requirements.requirement import (
 )
 
 Reqs = Requirement | str | Sequence[Requirement | str]
+
+
+def _requirements(value: Any, argument: str = "reqs") -> list[Requirement]:
+    """``reqs`` as Requirements: each has a validation_fn or a non-blank description."""
+    items = requirement_list(value, argument, single_ok=True)
+    for i, item in enumerate(items):
+        if not (isinstance(item, Requirement) and item.validation_fn is not None):
+            description_of(item, f"{argument}[{i}]", fn_ok=True)
+    return [reqify(item) for item in items]
 
 
 def _validation_context(context: Context, output: Any) -> Context:
@@ -73,7 +84,7 @@ def _output_text(ctx: Context) -> str:
             return entry.value
         if isinstance(entry, Message) and entry.role == "assistant":
             return entry.content
-    raise ValueError(
+    raise InvalidInputError(
         "No model output to judge: the context's last entries hold no computed "
         "ModelOutputThunk or assistant Message; generate first or pass output=."
     )
@@ -183,40 +194,40 @@ async def avalidate(
     format: type[Any] | None = None,
     model_options: dict[str, Any] | None = None,
 ) -> list[ValidationResult]:
-    """Check each requirement (strings become Requirements); results keep their order."""
-    items = [reqs] if isinstance(reqs, (str, Requirement)) else list(reqs)
-    requirements = [reqify(r) for r in items]
-    ctx = _validation_context(context, output)
+    """Check each requirement (strings become Requirements); results keep their order.
+
+    ``reqs`` is one requirement or a list of them; each needs a validation_fn or a non-blank
+    description (``InvalidInputError`` / ``InputTypeError`` otherwise, before anything runs).
+    """
+    checked = _requirements(reqs)
+    ctx = _validation_context(check_context(context), output)
+    check_backend(backend)
+    check_options(model_options)
 
     # Plan every check before starting any, so a planning error leaves nothing running.
     singles: list[int] = []
     batches: dict[str, list[int]] = {}
-    for i, r in enumerate(requirements):
-        if r.validation_fn is None and not r.description:
-            raise ValueError(
-                f"Requirement #{i} has neither a description nor a validation_fn, so nothing "
-                "can check it; give it one of the two."
-            )
+    for i, r in enumerate(checked):
         name = None if r.validation_fn is not None else _adapter_name(r, backend)
         if name is None:
             singles.append(i)
         else:
             batches.setdefault(name, []).append(i)
     if batches and not ctx.view_for_generation():
-        raise ValueError(
+        raise InvalidInputError(
             f"{type(ctx).__name__} shows the adapter an empty conversation, so it would judge "
             "nothing; validate over a ChatContext holding the exchange (or pass output=)."
         )
 
     jobs: list[tuple[list[int], Any]] = []
     for i in singles:
-        r = requirements[i]
+        r = checked[i]
         if r.validation_fn is not None:
             jobs.append(([i], _run_fn(r, ctx)))
         else:
             jobs.append(([i], _judge(r, ctx, backend, format, model_options)))
     for name, idxs in batches.items():
-        batch = [requirements[i] for i in idxs]
+        batch = [checked[i] for i in idxs]
         jobs.append((idxs, _score_batch(name, batch, ctx, backend, model_options)))
 
     outcomes = await asyncio.gather(*(job[1] for job in jobs), return_exceptions=True)
@@ -231,7 +242,7 @@ async def avalidate(
     )
     if failures:
         raise failures[0][1]
-    results: list[ValidationResult | None] = [None] * len(requirements)
+    results: list[ValidationResult | None] = [None] * len(checked)
     for (idxs, _), outcome in zip(jobs, outcomes, strict=True):
         verdicts = outcome if isinstance(outcome, list) else [outcome]
         for i, verdict in zip(idxs, verdicts, strict=True):

@@ -1,0 +1,107 @@
+"""Checks on what callers pass to public entry points (requirements, contexts, backends).
+
+They run before any model work starts and sit below every stage (core types only), so the
+intrinsics and the requirements stages share them. A requirement is recognised by shape (a
+Component with a ``description``), not by importing the requirements stage.
+
+Each check turns a silent wrong result into a typed error naming the argument: a plain string
+where a list belongs used to run one check per character; ``None``, ``123`` or a blank
+description ran, or failed deep inside with a raw ``TypeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mellea_local.core.backend import Backend
+from mellea_local.core.component import Component
+from mellea_local.core.context import Context
+from mellea_local.errors import InputTypeError, InvalidInputError
+
+
+def _is_requirement(value: Any) -> bool:
+    return isinstance(value, Component) and hasattr(value, "description")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def requirement_list(value: Any, argument: str, *, single_ok: bool) -> list[Any]:
+    """The items of a requirements argument as a list.
+
+    ``single_ok`` lets one ``str`` or ``Requirement`` stand for a list of one (``validate``
+    takes either); otherwise a str is refused, since iterating it checks each character.
+    """
+    if isinstance(value, str) or _is_requirement(value):
+        if single_ok:
+            return [value]
+        raise InputTypeError(
+            f"{argument} must be a list of requirements, got a single {type(value).__name__} "
+            f"({_short(value)}); wrap it in a list: [{_short(value)}]."
+        )
+    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise InputTypeError(
+            f"{argument} must be a list of requirement descriptions (str) or Requirements, got "
+            f"{type(value).__name__} ({_short(value)})."
+        )
+    return list(value)
+
+
+def _blank(text: str) -> bool:
+    return not text.strip()
+
+
+def description_of(item: Any, argument: str, *, fn_ok: bool = False) -> str:
+    """The text a judge reads for one item: a non-blank str or a Requirement's description.
+
+    ``fn_ok`` says, in the error, that a validation_fn would do instead (``validate``).
+    """
+    if _is_requirement(item):
+        text = item.description
+        if text is None or _blank(text):
+            what = ("neither a description nor a validation_fn, so nothing can check it; give "
+                    "it one of the two" if fn_ok else
+                    "no description for the adapter to judge; give it a non-blank description")
+            raise InvalidInputError(f"{argument} is {item!r}, which has {what}.")
+        return text
+    if not isinstance(item, str):
+        raise InputTypeError(
+            f"{argument} must be a requirement description (str) or a Requirement, got "
+            f"{type(item).__name__} ({_short(item)})."
+        )
+    if _blank(item):
+        raise InvalidInputError(
+            f"{argument} is {item!r}, a blank description nothing can judge; say what the "
+            "output must satisfy, e.g. 'The response is in English.'."
+        )
+    return item
+
+
+def descriptions(value: Any, argument: str = "requirements") -> list[str]:
+    """The descriptions of a list argument of adapter-judged requirements, each checked."""
+    items = requirement_list(value, argument, single_ok=False)
+    return [description_of(item, f"{argument}[{i}]") for i, item in enumerate(items)]
+
+
+def check_context(value: Any, argument: str = "context") -> Context:
+    if not isinstance(value, Context):
+        raise InputTypeError(
+            f"{argument} must be a Context (e.g. ChatContext() holding the conversation), got "
+            f"{type(value).__name__}."
+        )
+    return value
+
+
+def check_backend(value: Any, argument: str = "backend", *, needs: str | None = None) -> Any:
+    """``value`` if it is a Backend (with the method ``needs``, when given)."""
+    duck = isinstance(value, Backend) or hasattr(value, "generate_from_context")
+    if not duck or (needs is not None and not hasattr(value, needs)):
+        what = f"a backend with {needs}() (e.g. LocalHFBackend)" if needs else "a Backend"
+        raise InputTypeError(
+            f"{argument} must be {what}, got {type(value).__name__}; pass the backend first "
+            "built, e.g. LocalHFBackend.embedded()."
+        )
+    return value
