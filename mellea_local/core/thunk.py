@@ -57,6 +57,13 @@ _GENERATION_FIELDS = (
 )
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class ModelOutputThunk(Generic[S]):
     """The output of one generation; computed when built with a value.
 
@@ -368,20 +375,29 @@ class ModelOutputThunk(Generic[S]):
     def cancel_generation(self) -> _Completed:
         """Stop the generation: run the backend's cancel hook, then mark the thunk computed.
 
-        The value becomes ``""`` if nothing was computed. A consumer waiting in ``astream``
-        wakes up. Returns an already-finished awaitable, so both ``mot.cancel_generation()``
-        and ``await mot.cancel_generation()`` work.
+        The value becomes the text streamed so far: every delta already read, plus those
+        still queued when cancelling on the consumer's event loop (from another thread only
+        the read ones); ``""`` if nothing streamed. It is the raw text: a partial output is
+        not parsed. A consumer waiting in ``astream`` wakes up. Returns an already-finished
+        awaitable, so both ``mot.cancel_generation()`` and ``await mot.cancel_generation()``
+        work.
         """
         if self._computed:
             return _Completed()
         hook, loop, queue = self._cancel_hook, self._loop, self._queue
+        streamed = list(self._deltas)
         try:
             if hook is not None:
                 hook()
         finally:
             self._cancelled = True
+            if queue is not None and _running_loop() is loop:
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    if isinstance(item, str):
+                        streamed.append(item)
             if self._underlying_value is None:
-                self._underlying_value = ""
+                self._underlying_value = "".join(streamed)
             self._computed = True
             self._clear_generation()
             if loop is not None and queue is not None and not loop.is_closed():
