@@ -183,8 +183,16 @@ class InputTypeError(MelleaLocalError, TypeError):
 class ModelOptionError(InvalidInputError):
     """A model option's value is outside the range it allows (NaN temperature, top_p of 2, ...).
 
-    Raised before anything reaches ``generate``, naming the option and its allowed range.
+    Raised before anything reaches ``generate``, naming the option and its allowed range;
+    ``option`` is the option's key (None when the mapping itself is wrong).
     """
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.option))
 
 
 class ModelOptionTypeError(ModelOptionError, TypeError):

@@ -138,11 +138,12 @@ def check_option(key: object, value: Any) -> None:
         return
     label = option_label(name) if name == key else f"{key!r} ({option_label(name)})"
     if name == ModelOption.STOP_SEQUENCES:
-        _check_stop(label, value)
+        _check_stop(label, name, value)
         return
     if name == ModelOption.SYSTEM_PROMPT and not isinstance(value, str):
         raise ModelOptionTypeError(
-            f"Model option {label} is a {type(value).__name__}; give the system prompt as a str."
+            f"Model option {label} is a {type(value).__name__}; give the system prompt as a str.",
+            name,
         )
     rule = _RULES.get(name)
     if rule is None:
@@ -151,22 +152,23 @@ def check_option(key: object, value: Any) -> None:
     if not _KIND_TEST[kind](value):
         raise ModelOptionTypeError(
             f"Model option {label} is {_short(value)} ({type(value).__name__}); it must be "
-            f"{words}."
+            f"{words}.", name,
         )
     if (kind == "number" and not math.isfinite(value)) or not allowed(value):
-        raise ModelOptionError(f"Model option {label} is {_short(value)}; it must be {words}.")
+        raise ModelOptionError(f"Model option {label} is {_short(value)}; it must be {words}.",
+                               name)
 
 
-def _check_stop(label: str, value: Any) -> None:
+def _check_stop(label: str, name: str, value: Any) -> None:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(s, str) for s in items):
         raise ModelOptionTypeError(
-            f"Model option {label} is {_short(value)}; give a str or a list of str."
+            f"Model option {label} is {_short(value)}; give a str or a list of str.", name
         )
     if any(not s for s in items):
         raise ModelOptionError(
             f"Model option {label} holds an empty stop string, which would stop at once; "
-            "remove it."
+            "remove it.", name
         )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mellea_local.errors import IntrinsicOptionError
+from mellea_local.errors import IntrinsicOptionError, ModelOptionError
 from mellea_local.options import (
     THINKING_TEMPLATE_VARS,
     ModelOption,
@@ -47,7 +47,10 @@ def scoring_options(
     model_options: Mapping[str, Any] | None, chat_template: str | None
 ) -> ScoringOptions:
     """Validate a call's ``model_options`` for an intrinsic (see the module docstring)."""
-    options = merge_options(None, model_options)
+    try:
+        options = merge_options(None, model_options)
+    except ModelOptionError as exc:
+        raise IntrinsicOptionError(str(exc), exc.option or "model_options") from exc
     template_names = template_variables(chat_template) - _RESERVED_TEMPLATE_VARS
     max_new_tokens: int | None = None
     temperature = 0.0
