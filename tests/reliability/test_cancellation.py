@@ -27,9 +27,9 @@ async def _full(backend) -> str:
     return mot.meta["raw_text"]
 
 
-async def test_cancel_keeps_the_streamed_text_on_the_real_backend(embedded_backend):
-    full = await _full(embedded_backend)
-    mot, _ = await embedded_backend.generate_from_context(
+async def test_cancel_keeps_the_streamed_text_on_the_real_backend(shared_embedded_backend):
+    full = await _full(shared_embedded_backend)
+    mot, _ = await shared_embedded_backend.generate_from_context(
         Message("user", PROMPT), ChatContext(), model_options={**LONG, ModelOption.STREAM: True})
     received = []
     while len(received) < 4:
@@ -44,15 +44,15 @@ async def test_cancel_keeps_the_streamed_text_on_the_real_backend(embedded_backe
     with pytest.raises(RuntimeError, match="already computed"):
         await mot.astream()
     # The backend is usable at once and the next call is exact (nothing half-cached).
-    assert await _full(embedded_backend) == full
+    assert await _full(shared_embedded_backend) == full
 
 
-async def test_cancel_before_any_delta_leaves_an_empty_value(embedded_backend):
-    mot, _ = await embedded_backend.generate_from_context(
+async def test_cancel_before_any_delta_leaves_an_empty_value(shared_embedded_backend):
+    mot, _ = await shared_embedded_backend.generate_from_context(
         Message("user", PROMPT), ChatContext(), model_options={**LONG, ModelOption.STREAM: True})
     mot.cancel_generation()
     assert mot.value == "" and mot.cancelled
-    assert await _full(embedded_backend) == await _full(embedded_backend)
+    assert await _full(shared_embedded_backend) == await _full(shared_embedded_backend)
 
 
 async def test_cancel_keeps_read_and_queued_deltas_in_order():
