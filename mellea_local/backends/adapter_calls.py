@@ -112,22 +112,27 @@ def last_logits(
         else:
             prefix = _Prefix(new_cache(model), 0)
         head = list(rows[0][prefix.reused : shared])
-        for s in suffixes:
-            strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
-        if len(rows) == 1:
-            kwargs: dict[str, Any] = {
-                "input_ids": torch.tensor([head + suffixes[0]], device=model.device),
-                "logits_to_keep": 1,
-            }
-        else:
-            kwargs = _shared_batch(head, suffixes, prefix.reused, model.device)
-            kwargs.update(strategy.peft_forward_kwargs(sum(map(len, suffixes))))
-        with holder.using(adapter.name) as peft:
-            logits = peft(use_cache=True, **{kw: prefix.cache}, **kwargs).logits[0].float()
+        try:
+            for s in suffixes:
+                strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
+            if len(rows) == 1:
+                kwargs: dict[str, Any] = {
+                    "input_ids": torch.tensor([head + suffixes[0]], device=model.device),
+                    "logits_to_keep": 1,
+                }
+            else:
+                kwargs = _shared_batch(head, suffixes, prefix.reused, model.device)
+                kwargs.update(strategy.peft_forward_kwargs(sum(map(len, suffixes))))
+            with holder.using(adapter.name) as peft:
+                logits = peft(use_cache=True, **{kw: prefix.cache}, **kwargs).logits[0].float()
+        except BaseException:
+            prefix_cache.discard(prefix.cache)
+            raise
         if reuse:
             crop_to(prefix.cache, shared)  # drop the adapter's K/V: the cache is base-only again
             prefix_cache.store(list(rows[0][:shared]), prefix.cache)
-        stats.record(prefilled=len(head) + sum(map(len, suffixes)), reused=prefix.reused)
+        stats.record(prefilled=len(head) + sum(map(len, suffixes)), reused=prefix.reused,
+                     reusable=shared if reuse else 0)
     return logits
 
 
@@ -155,22 +160,28 @@ def adapter_generate(
         holder.assert_base()
         prefix = _checkout(prefix_cache, model, ids, shared) if reuse else None
         start = prefix.reused if prefix else 0
-        strategy.require_activation(adapter, ids[start:])
         tensor = torch.tensor([list(ids)], device=model.device)
         kwargs: dict[str, Any] = {kw: prefix.cache if prefix else new_cache(model)}
-        with holder.using(adapter.name) as peft:
-            out = peft.generate(
-                input_ids=tensor, attention_mask=torch.ones_like(tensor),
-                max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
-                logits_processor=LogitsProcessorList(list(processors)),
-                output_scores=True, return_dict_in_generate=True,
-                pad_token_id=holder.tokenizer.pad_token_id, **kwargs,
-            )
+        try:
+            strategy.require_activation(adapter, ids[start:])
+            with holder.using(adapter.name) as peft:
+                out = peft.generate(
+                    input_ids=tensor, attention_mask=torch.ones_like(tensor),
+                    max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
+                    logits_processor=LogitsProcessorList(list(processors)),
+                    output_scores=True, return_dict_in_generate=True,
+                    pad_token_id=holder.tokenizer.pad_token_id, **kwargs,
+                )
+        except BaseException:
+            if prefix is not None:
+                prefix_cache.discard(prefix.cache)
+            raise
         if prefix is not None:
             cache = output_cache(out)
             crop_to(cache, shared)
             prefix_cache.store(list(ids[:shared]), cache)
-        stats.record(prefilled=len(ids) - start, reused=prefix.reused if prefix else 0)
+        stats.record(prefilled=len(ids) - start, reused=prefix.reused if prefix else 0,
+                     reusable=shared if prefix else 0)
     new_ids = out.sequences[0, len(ids):].tolist()
     return new_ids, [s[0].float() for s in out.scores]
 

@@ -93,7 +93,10 @@ def generate_base(
     device = model.device
     with holder.lock:
         holder.assert_base()
+        if req.cancel.is_set():  # cancelled while waiting for the model: nothing to run
+            return GenerationResult(new_ids=[], stopped_by_eos=False, cancelled=True)
         cache, reused = prefix_cache.take(req.prompt_ids)
+        taken = cache
         if cache is None:
             cache = new_cache(model)
         ids = torch.tensor([req.prompt_ids], device=device)
@@ -101,23 +104,32 @@ def generate_base(
         if kwargs.get("stop_strings"):
             kwargs["tokenizer"] = tokenizer
         kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-        with torch.no_grad(), seeded(req.seed, device):
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                use_cache=True,
-                return_dict_in_generate=True,
-                stopping_criteria=StoppingCriteriaList([_CancelCriteria(req.cancel)]),
-                logits_processor=LogitsProcessorList(req.logits_processors),
-                streamer=_DeltaStreamer(tokenizer, req.on_text) if req.on_text else None,
-                **{cache_kwarg_name(model): cache},
-                **kwargs,
-            )
+        try:
+            with torch.no_grad(), seeded(req.seed, device):
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    use_cache=True,
+                    return_dict_in_generate=True,
+                    stopping_criteria=StoppingCriteriaList([_CancelCriteria(req.cancel)]),
+                    logits_processor=LogitsProcessorList(req.logits_processors),
+                    streamer=_DeltaStreamer(tokenizer, req.on_text) if req.on_text else None,
+                    **{cache_kwarg_name(model): cache},
+                    **kwargs,
+                )
+        except BaseException:
+            if taken is not None:
+                prefix_cache.discard(taken)
+            raise
         sequence = out.sequences[0]
-        stats.record(prefilled=len(req.prompt_ids) - reused, reused=reused)
+        stats.record(prefilled=len(req.prompt_ids) - reused, reused=reused,
+                     reusable=len(req.prompt_ids) - 1)
         final_cache = output_cache(out)
-        if final_cache is not None and not req.cancel.is_set():
+        if final_cache is not None:
+            # A generation stopped early (cancelled) still holds exact K/V of what it made.
             prefix_cache.store(sequence, final_cache)
+        if taken is not None and taken is not final_cache:
+            prefix_cache.discard(taken)
     new_ids = sequence[len(req.prompt_ids):].tolist()
     return GenerationResult(
         new_ids=new_ids,

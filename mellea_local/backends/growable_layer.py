@@ -83,6 +83,32 @@ class GrowableLayer(DynamicLayer):
         self._key_buffer = self._value_buffer = None
         super().reset()
 
+    @property
+    def capacity(self) -> int:
+        """Tokens the layer's memory holds room for (its length when it owns no buffer)."""
+        buf = self._key_buffer
+        if buf is not None and self.keys is not None and self.keys.data_ptr() == buf.data_ptr():
+            return int(buf.shape[-2])
+        return self.get_seq_length()
+
+    @classmethod
+    def copy_of(cls, layer: DynamicLayer, length: int, capacity: int) -> GrowableLayer:
+        """A new layer holding a copy of ``layer``'s first ``length`` tokens, room for ``capacity``.
+
+        The copy-on-write step of the prefix cache: the source stays untouched, and the copy
+        can be extended in place up to ``capacity`` tokens without another copy.
+        """
+        assert layer.keys is not None and layer.values is not None
+        new = cls()
+        new.lazy_initialization(layer.keys, layer.values)
+        capacity = max(capacity, length)
+        new._key_buffer = _buffer_from(layer.keys[:, :, :length], layer.keys, length, capacity)
+        new._value_buffer = _buffer_from(
+            layer.values[:, :, :length], layer.values, length, capacity)
+        new.keys = new._key_buffer[:, :, :length]
+        new.values = new._value_buffer[:, :, :length]
+        return new
+
 
 def _buffer_from(
     past: torch.Tensor, new: torch.Tensor, length: int, capacity: int

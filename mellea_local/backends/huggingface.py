@@ -150,7 +150,7 @@ class LocalHFBackend(Backend):
         self._prefix_cache = PrefixCache(kv_cache_tokens)
         self._registry = LoadedAdapters()
         self._adapters = self._registry.adapters  # the same dict, read by the lookups below
-        self.stats = CacheStats()
+        self.stats = CacheStats(self._prefix_cache)
 
     # ----- introspection -------------------------------------------------------------------
 

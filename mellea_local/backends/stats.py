@@ -8,21 +8,33 @@ generation must prefill only its suffix, whatever the conversation's length. Cou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["CacheCounts", "CacheStats"]
+if TYPE_CHECKING:
+    from mellea_local.backends.kv_cache import PrefixCache
+
+__all__ = ["HIT_FRACTION", "CacheCounts", "CacheStats"]
+
+HIT_FRACTION = 0.5
+"""A call is a hit when it reused at least this share of the prefix it offered for reuse."""
 
 
 @dataclass(frozen=True, slots=True)
 class CacheCounts:
     """Token and hit counts, for one call or summed over many.
 
-    A call is a *hit* when it reused at least one cached token, else a *miss*.
+    ``reusable_tokens`` is the prefix a call offered for reuse: the prompt but its last token
+    for a generation, the conversation up to the invocation for an aLoRA call (0 for a plain
+    LoRA, which cannot reuse base K/V). A call is a *hit* when the cache covered at least
+    ``HIT_FRACTION`` of that prefix, so another conversation's shared role header (a few
+    tokens of a long prompt) counts as the miss it is; else a *miss*.
     """
 
     prefilled_tokens: int = 0
     reused_tokens: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    reusable_tokens: int = 0
 
     def __add__(self, other: CacheCounts) -> CacheCounts:
         return CacheCounts(
@@ -30,6 +42,7 @@ class CacheCounts:
             self.reused_tokens + other.reused_tokens,
             self.cache_hits + other.cache_hits,
             self.cache_misses + other.cache_misses,
+            self.reusable_tokens + other.reusable_tokens,
         )
 
 
@@ -39,23 +52,32 @@ class CacheStats:
     The backend calls :meth:`record` once per model call (a generation, a check, a batch of
     checks) while holding its model lock. Totals and ``last`` are immutable snapshots replaced
     whole, so a reader on another thread sees each of them consistent, never half-updated.
+    With a ``prefix_cache`` it also reports the cache's current state (``cache_entries``,
+    ``cache_tokens``, ``cache_evictions``...).
     """
 
-    __slots__ = ("_last", "_total")
+    __slots__ = ("_last", "_prefix_cache", "_total")
 
-    def __init__(self) -> None:
+    def __init__(self, prefix_cache: PrefixCache | None = None) -> None:
         self._total = CacheCounts()
         self._last = CacheCounts()
+        self._prefix_cache = prefix_cache
 
-    def record(self, prefilled: int, reused: int) -> CacheCounts:
-        """Count one call that fed ``prefilled`` new tokens on top of ``reused`` cached ones."""
-        if prefilled < 0 or reused < 0:
+    def record(self, prefilled: int, reused: int, reusable: int | None = None) -> CacheCounts:
+        """Count one call that fed ``prefilled`` new tokens on top of ``reused`` cached ones.
+
+        ``reusable``: the prefix the call offered for reuse (default: ``reused``, i.e. the
+        call could not have reused more).
+        """
+        reusable = reused if reusable is None else reusable
+        if prefilled < 0 or reused < 0 or reusable < 0:
             raise ValueError(
-                f"Token counts cannot be negative (prefilled={prefilled}, reused={reused}); "
-                f"pass the numbers of tokens fed to the model and taken from the cache."
+                f"Token counts cannot be negative (prefilled={prefilled}, reused={reused}, "
+                f"reusable={reusable}); pass the numbers of tokens fed to the model, taken "
+                f"from the cache and offered for reuse."
             )
-        hit = reused > 0
-        call = CacheCounts(prefilled, reused, int(hit), int(not hit))
+        hit = reused > 0 and reused >= HIT_FRACTION * reusable
+        call = CacheCounts(prefilled, reused, int(hit), int(not hit), reusable)
         self._last = call
         self._total = self._total + call
         return call
@@ -91,11 +113,43 @@ class CacheStats:
     def cache_misses(self) -> int:
         return self._total.cache_misses
 
+    @property
+    def reusable_tokens(self) -> int:
+        return self._total.reusable_tokens
+
+    # The prefix cache's current state (0 without one).
+
+    @property
+    def cache_entries(self) -> int:
+        """Entries (conversation branches) the prefix cache holds now."""
+        return len(self._prefix_cache) if self._prefix_cache is not None else 0
+
+    @property
+    def cache_tokens(self) -> int:
+        """Tokens the prefix cache holds now (<= ``cache_budget``)."""
+        return self._prefix_cache.total_tokens if self._prefix_cache is not None else 0
+
+    @property
+    def cache_budget(self) -> int:
+        return self._prefix_cache.token_budget if self._prefix_cache is not None else 0
+
+    @property
+    def cache_evictions(self) -> int:
+        """Entries evicted to keep the budget, since the backend started."""
+        return self._prefix_cache.evictions if self._prefix_cache is not None else 0
+
+    @property
+    def cache_copies(self) -> int:
+        """Copy-on-write checkouts (a call reusing part of another branch), since start."""
+        return self._prefix_cache.copies if self._prefix_cache is not None else 0
+
     def __repr__(self) -> str:
         t, last = self._total, self._last
         return (
             f"CacheStats(prefilled_tokens={t.prefilled_tokens}, reused_tokens={t.reused_tokens}, "
             f"cache_hits={t.cache_hits}, cache_misses={t.cache_misses}, "
             f"last=(prefilled={last.prefilled_tokens}, reused={last.reused_tokens}, "
-            f"hit={bool(last.cache_hits)}))"
+            f"hit={bool(last.cache_hits)}), cache=(entries={self.cache_entries}, "
+            f"tokens={self.cache_tokens}/{self.cache_budget}, "
+            f"evictions={self.cache_evictions}))"
         )

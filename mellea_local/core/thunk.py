@@ -293,7 +293,13 @@ class ModelOutputThunk(Generic[S]):
                 "No generation was started for this ModelOutputThunk; get thunks from a "
                 "backend's generate_from_context()."
             )
-        items = [await queue.get()]
+        try:
+            items = [await queue.get()]
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled (task.cancel(), a wait_for timeout): nobody will
+            # read the rest, so stop the backend's worker and free the model for the next call.
+            self.cancel_generation()
+            raise
         while not queue.empty():
             items.append(queue.get_nowait())
         if self.generation.ttfb_ms is None and isinstance(items[0], str):

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import torch
+from kv_helpers import ATOL, _forward, _kv, _max_diff, _prefill
 from peft import LoraConfig, get_peft_model
 from transformers import DynamicCache, MistralConfig, MistralForCausalLM
 
@@ -22,57 +23,12 @@ from mellea_local.backends.stats import CacheCounts, CacheStats
 from mellea_local.embedded import END_OF_ROLE, START_OF_ROLE, build_model
 from mellea_local.errors import KVCacheError
 
-ATOL = 1e-4
-TEXT = (
-    "The quick brown fox jumps over the lazy dog while the committee reviews every requirement "
-    "of the quarterly report, twice, before a late lunch on a rainy Tuesday afternoon in May."
-)
-
-
-@pytest.fixture(scope="module")
-def model(tiny_model):
-    return tiny_model
-
-
-@pytest.fixture(scope="module")
-def vocab(tiny_model) -> int:
-    return tiny_model.config.vocab_size
-
-
-@pytest.fixture(scope="module")
-def ids(tiny_tokenizer) -> torch.Tensor:
-    """48 ids of plain text: no control tokens, so only a fed suffix can activate the aLoRA."""
-    encoded = tiny_tokenizer(TEXT, add_special_tokens=False, return_tensors="pt").input_ids[0]
-    assert encoded.numel() >= 48
-    return encoded[:48]
-
 
 @pytest.fixture(scope="module")
 def invocation(tiny_tokenizer, ids) -> list[int]:
     tokens = tiny_tokenizer.encode(START_OF_ROLE + "user" + END_OF_ROLE, add_special_tokens=False)
     assert not set(tokens) & set(ids.tolist())
     return tokens
-
-
-def _forward(model, input_ids: torch.Tensor, cache=None):
-    """Logits of ``input_ids`` (1-D) on top of ``cache``; returns (logits [T, V], cache)."""
-    if cache is None:
-        cache = new_cache(model)
-    with torch.no_grad():
-        out = model(input_ids=input_ids[None], use_cache=True, **{cache_kwarg_name(model): cache})
-    return out.logits[0], output_cache(out)
-
-
-def _prefill(model, input_ids: torch.Tensor):
-    return _forward(model, input_ids)[1]
-
-
-def _kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
-
-
-def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max())
 
 
 @pytest.mark.parametrize("split", [1, 5, 16, 31, 47])
@@ -141,7 +97,7 @@ def test_lookup_picks_the_longest_common_prefix(model, ids, vocab):
     assert len(prefix_cache) == 3  # lookup only peeks
 
     cache, n = prefix_cache.take(ids)
-    assert n == 14 and len(prefix_cache) == 2
+    assert n == 14 and len(prefix_cache) == 3  # diverges inside `long`: a copy, long stays
     logits, _ = _forward(model, ids[n:], cache)
     scratch, _ = _forward(model, ids)
     assert _max_diff(logits, scratch[n:]) <= ATOL
@@ -270,11 +226,12 @@ def test_stats_count_a_miss_then_a_hit(model, ids):
     # First call: a miss that prefills 20 tokens. Second: all 20 stored tokens are reused.
     rest = ids.numel() - 20
     assert stats.total == CacheCounts(
-        prefilled_tokens=20 + rest, reused_tokens=20, cache_hits=1, cache_misses=1
+        prefilled_tokens=20 + rest, reused_tokens=20, cache_hits=1, cache_misses=1,
+        reusable_tokens=20,
     )
     assert (stats.prefilled_tokens, stats.reused_tokens) == (20 + rest, 20)
     assert (stats.cache_hits, stats.cache_misses) == (1, 1)
-    assert stats.last == CacheCounts(rest, 20, 1, 0)
+    assert stats.last == CacheCounts(rest, 20, 1, 0, 20)
     assert f"prefilled_tokens={20 + rest}" in repr(stats) and "reused=20" in repr(stats)
 
     stats.reset()

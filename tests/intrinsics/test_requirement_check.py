@@ -188,17 +188,19 @@ async def test_prefill_per_check_is_the_suffix_whatever_the_context_length(check
 async def test_cache_stays_base_only_after_a_check(check_backend):
     ctx = await _conversation(check_backend)
     await arequirement_checks(ctx, check_backend, REQS)
-    [entry] = check_backend.prefix_cache.entries()
-    ids = torch.tensor([list(entry.token_ids)])
-    with check_backend._holder.lock, torch.no_grad():
-        check_backend._holder.assert_base()
-        fresh = check_backend.model(input_ids=ids, use_cache=True)
     from mellea_local.backends.cache_compat import output_cache
 
-    expected = output_cache(fresh)
-    for got, want in zip(entry.cache.layers, expected.layers, strict=True):
-        assert torch.allclose(got.keys, want.keys, atol=1e-5)
-        assert torch.allclose(got.values, want.values, atol=1e-5)
+    entries = check_backend.prefix_cache.entries()  # the generation's branch and the check's
+    assert entries
+    for entry in entries:
+        ids = torch.tensor([list(entry.token_ids)])
+        with check_backend._holder.lock, torch.no_grad():
+            check_backend._holder.assert_base()
+            fresh = check_backend.model(input_ids=ids, use_cache=True)
+        expected = output_cache(fresh)
+        for got, want in zip(entry.cache.layers, expected.layers, strict=True):
+            assert torch.allclose(got.keys, want.keys, atol=1e-5)
+            assert torch.allclose(got.values, want.values, atol=1e-5)
 
 
 async def test_plain_lora_neither_reuses_nor_touches_the_cache(check_backend):
