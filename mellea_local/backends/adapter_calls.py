@@ -96,16 +96,32 @@ def last_logits(
     an aLoRA). With ``reuse`` (aLoRA only) the base cache of that prefix is reused and left
     base-only. Several rows run as one forward: the shared part once, then each suffix.
     """
+    with holder.lock:
+        return last_logits_locked(holder, prefix_cache, stats, adapter, rows, shared,
+                                  reuse=reuse)
+
+
+def last_logits_locked(
+    holder: ModelHolder,
+    prefix_cache: PrefixCache,
+    stats: CacheStats,
+    adapter: Adapter,
+    rows: Sequence[Sequence[int]],
+    shared: int,
+    *,
+    reuse: bool = True,
+) -> torch.Tensor:
+    """:func:`last_logits` for a caller already holding the model lock."""
     strategy = adapter.strategy
     suffixes = [list(r[shared:]) for r in rows]
     if len(rows) > 1 and not strategy.batchable(adapter, suffixes):
         # One offset must serve every suffix; if a requirement repeats the invocation, PEFT
         # would start the adapter there, so run such checks one by one instead.
-        return torch.cat([last_logits(holder, prefix_cache, stats, adapter, [r], shared,
-                                      reuse=reuse) for r in rows])
+        return torch.cat([last_logits_locked(holder, prefix_cache, stats, adapter, [r], shared,
+                                             reuse=reuse) for r in rows])
     reuse = reuse and strategy.reuses_base_cache and prefix_cache.enabled
     model, kw = holder.model, cache_kwarg_name(holder.model)
-    with holder.lock, torch.no_grad():
+    with torch.no_grad():
         holder.assert_base()
         if reuse:
             prefix = _checkout(prefix_cache, model, rows[0], shared)

@@ -25,6 +25,7 @@ from mellea_local.backends.adapter_calls import (
     adapter_generate,
     compact_json_grammar,
     last_logits,
+    last_logits_locked,
     token_logprobs,
 )
 from mellea_local.backends.adapter_registry import (
@@ -39,6 +40,7 @@ from mellea_local.backends.adapter_registry import (
     intrinsic_of,
 )
 from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
+from mellea_local.backends.cross_batch import CheckBatcher
 from mellea_local.backends.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
@@ -151,6 +153,10 @@ class LocalHFBackend(Backend):
         self._registry = LoadedAdapters()
         self._adapters = self._registry.adapters  # the same dict, read by the lookups below
         self.stats = CacheStats(self._prefix_cache)
+        self._batcher = CheckBatcher(
+            self._holder, self._prefix_cache, self.stats,
+            lambda adapter, row, shared: last_logits_locked(
+                self._holder, self._prefix_cache, self.stats, adapter, [row], shared))
 
     # ----- introspection -------------------------------------------------------------------
 
@@ -439,10 +445,15 @@ class LocalHFBackend(Backend):
         """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``)."""
         check_prompt_fits(max(map(len, rows), default=0), self._positions, self.model_id,
                           generating=False)
-        logits = await asyncio.to_thread(
-            last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows, shared,
-            reuse=reuse,
-        )
+        if (len(rows) == 1 and reuse and adapter.strategy.reuses_base_cache
+                and self._prefix_cache.enabled):
+            # One conversation's check: batched with other conversations' waiting ones.
+            logits = await asyncio.to_thread(self._batcher.run, adapter, list(rows[0]), shared)
+        else:
+            logits = await asyncio.to_thread(
+                last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows,
+                shared, reuse=reuse,
+            )
         return torch.log_softmax(logits, dim=-1)
 
     async def generate_with_adapter(

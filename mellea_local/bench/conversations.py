@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -107,6 +108,29 @@ class _Workload:
                 await self.check(ctx, k)
 
         await asyncio.gather(*(one(i) for i in range(len(self.contexts))))
+
+
+def run_together(backend: Any, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``calls`` on threads that all wait for the busy model, so its ``CheckBatcher``
+    serves them as one batch; each result, or the exception its call raised."""
+    out: list[Any] = [None] * len(calls)
+
+    def go(k: int) -> None:
+        try:
+            out[k] = calls[k]()
+        except BaseException as exc:
+            out[k] = exc
+
+    with backend._holder.lock:
+        threads = [threading.Thread(target=go, args=(k,)) for k in range(len(calls))]
+        for t in threads:
+            t.start()
+        deadline = time.perf_counter() + 30
+        while len(backend._batcher._pending) < len(calls) and time.perf_counter() < deadline:
+            time.sleep(0.001)
+    for t in threads:
+        t.join()
+    return out
 
 
 def _run(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]]) -> Any:
