@@ -80,25 +80,13 @@ def _shared_batch(
     }
 
 
-def last_logits(
-    holder: ModelHolder,
-    prefix_cache: PrefixCache,
-    stats: CacheStats,
-    adapter: Adapter,
-    rows: Sequence[Sequence[int]],
-    shared: int,
-    *,
-    reuse: bool = True,
-) -> torch.Tensor:
+def last_logits(holder: ModelHolder, *args: Any, **kwargs: Any) -> torch.Tensor:
     """Next-token logits after each row, computed with ``adapter`` active: shape ``[k, vocab]``.
 
-    All rows share their first ``shared`` tokens (the conversation, up to the invocation for
-    an aLoRA). With ``reuse`` (aLoRA only) the base cache of that prefix is reused and left
-    base-only. Several rows run as one forward: the shared part once, then each suffix.
+    Takes the model lock, then runs :func:`last_logits_locked` (same arguments).
     """
     with holder.lock:
-        return last_logits_locked(holder, prefix_cache, stats, adapter, rows, shared,
-                                  reuse=reuse)
+        return last_logits_locked(holder, *args, **kwargs)
 
 
 def last_logits_locked(
@@ -111,7 +99,12 @@ def last_logits_locked(
     *,
     reuse: bool = True,
 ) -> torch.Tensor:
-    """:func:`last_logits` for a caller already holding the model lock."""
+    """Next-token logits after each row with ``adapter`` active (``[k, vocab]``); lock held.
+
+    All rows share their first ``shared`` tokens (the conversation, up to the invocation for
+    an aLoRA). With ``reuse`` (aLoRA only) the base cache of that prefix is reused and left
+    base-only. Several rows run as one forward: the shared part once, then each suffix.
+    """
     strategy = adapter.strategy
     suffixes = [list(r[shared:]) for r in rows]
     if len(rows) > 1 and not strategy.batchable(adapter, suffixes):

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import torch
 
 from mellea_local.bench.conversations import run_together
-from mellea_local.bench.requirement_check import open_check_bench
-from mellea_local.bench.subjects import REQUIREMENTS, build_sized_model, conversation
+from mellea_local.bench.subjects import REQUIREMENTS, conversation
 from mellea_local.errors import AloraActivationError
 from mellea_local.intrinsics.requirement_check import build_check_prompts, check_outputs
 
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def bench(tiny_tokenizer):
-    b = open_check_bench(build_sized_model(tiny_tokenizer, "tiny", seed=6), tiny_tokenizer)
-    yield b
-    b.close()
 
 
 def _rows(bench, tokenizer, count: int) -> list[tuple[list[int], int]]:

@@ -6,21 +6,11 @@ import asyncio
 import json
 import random
 
-import pytest
-
 from mellea_local.bench.conversations import _Workload, measure_schedules
-from mellea_local.bench.requirement_check import open_check_bench
-from mellea_local.bench.subjects import REQUIREMENTS, build_sized_model, conversation
+from mellea_local.bench.subjects import REQUIREMENTS, conversation
 from mellea_local.intrinsics.requirement_check import check_outputs
 
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def bench(tiny_tokenizer):
-    b = open_check_bench(build_sized_model(tiny_tokenizer, "tiny", seed=3), tiny_tokenizer)
-    yield b
-    b.close()
 
 
 def test_interleaved_and_concurrent_reuse_what_serial_does(bench):
