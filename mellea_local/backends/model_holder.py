@@ -215,7 +215,9 @@ class ModelHolder:
             self.peft.set_adapter(name)
             return
         if self._selected != name:
-            self.peft.set_adapter(name)
+            # inference_mode: adapter weights keep requires_grad=False, as PEFT's disable
+            # leaves them, so a call changes no parameter flag.
+            self.peft.set_adapter(name, inference_mode=True)
             self._selected = name
         for m in self._tuner_layers:
             m._disable_adapters = False
