@@ -18,6 +18,7 @@ from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
+from mellea_local.errors import InputTypeError, InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +30,11 @@ def _checked_list(items: Sequence[Any] | None, kinds: tuple[type, ...], what: st
     if items is None:
         return []
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-        raise TypeError(f"Message {what} must be a list, got {type(items).__name__}.")
+        raise InputTypeError(f"Message {what} must be a list, got {type(items).__name__}.")
     for item in items:
         if not isinstance(item, kinds):
             names = " or ".join(k.__name__ for k in kinds)
-            raise TypeError(
+            raise InputTypeError(
                 f"Message {what} must hold {names} objects, got {type(item).__name__}; "
                 f"wrap the data in {kinds[0].__name__}(...)."
             )
@@ -45,7 +46,7 @@ class Document(Component[str]):
 
     def __init__(self, text: str, title: str | None = None, doc_id: str | None = None):
         if not isinstance(text, str):
-            raise TypeError(f"Document text must be a str, got {type(text).__name__}.")
+            raise InputTypeError(f"Document text must be a str, got {type(text).__name__}.")
         self.text = text
         self.title = title
         self.doc_id = doc_id
@@ -90,17 +91,17 @@ class Message(Component["Message"]):
         thinking: str | None = None,
     ):
         if role not in _ROLES:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Invalid role {role!r}: a Message role is one of {sorted(_ROLES)}; map other "
                 "roles (e.g. 'developer', 'function') to one of these."
             )
         if not isinstance(content, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"Message content must be a str, got {type(content).__name__}; convert it "
                 "with str() or attach it as a document."
             )
         if thinking is not None and not isinstance(thinking, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"Message thinking must be a str or None, got {type(thinking).__name__}."
             )
         self.role: Role = role
@@ -202,7 +203,7 @@ class ToolMessage(Message):
         tool: ModelToolCall,
     ):
         if not isinstance(tool, ModelToolCall):
-            raise TypeError(
+            raise InputTypeError(
                 f"ToolMessage tool must be the ModelToolCall it answers, got {type(tool).__name__}."
             )
         super().__init__(role, content, tool_call_id=tool.tool_call_id)
@@ -251,7 +252,7 @@ def message_from_template_representation(
 def _linear_entries(ctx: Context) -> list[Span]:
     entries = ctx.as_list()
     if entries is None:
-        raise ValueError(
+        raise InvalidInputError(
             f"{type(ctx).__name__} holds a non-linear history that cannot be flattened into a "
             "chat; pick one branch (a linear context) first."
         )
@@ -313,7 +314,7 @@ def as_generic_chat_history(
                 history.append(_assistant_message(entry, parsed))
             elif parsed is None:
                 if entry.value is None:
-                    raise ValueError(
+                    raise InvalidInputError(
                         "A ModelOutputThunk in the context has no value: was it evaluated? "
                         "Await mot.avalue() before converting the history."
                     )

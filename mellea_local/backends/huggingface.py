@@ -62,6 +62,7 @@ from mellea_local.core.generation import RawProviderResponse
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
+from mellea_local.inputs import check_context
 from mellea_local.intrinsics.requirement_check import ascore_requirements
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, check_options, merge_options, split_options
@@ -205,6 +206,7 @@ class LocalHFBackend(Backend):
 
         Public so callers (benchmarks, the CLI) can see exactly what the model will read.
         """
+        check_context(ctx, "ctx")
         opts = merge_options(self.model_options, model_options)
         view = list(ctx.view_for_generation() or [])
         entries = [*view, action] if action is not None else view

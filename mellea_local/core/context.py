@@ -18,6 +18,7 @@ from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import Compactor, InlineCompactor, WindowCompactor, pin_system
 from mellea_local.core.component import Span
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InputTypeError, InvalidInputError
 
 if TYPE_CHECKING:
     from mellea_local.messages import Message
@@ -39,7 +40,7 @@ def _check_span(data: object) -> None:
     formats it with its ``formatter``).
     """
     if data is None or isinstance(data, str):
-        raise TypeError(
+        raise InputTypeError(
             f"A context entry cannot be {type(data).__name__}; wrap text in CBlock(...) or "
             "Message(role, text)."
         )
@@ -113,7 +114,7 @@ class Context(abc.ABC):
         Walks nodes rather than comparing data, so the same object added twice appears twice.
         """
         if last_n is not None and last_n < 0:
-            raise ValueError(f"last_n must be >= 0 or None, got {last_n}.")
+            raise InvalidInputError(f"last_n must be >= 0 or None, got {last_n}.")
         if not self.is_linear():
             return None
         items: list[Span] = []
@@ -208,14 +209,14 @@ class ChatContext(Context):
     ) -> None:
         super().__init__()
         if compactor is not None and window_size is not None:
-            raise ValueError(
+            raise InvalidInputError(
                 "Pass either compactor= or window_size= to ChatContext, not both; for a window "
                 "with a custom pin use compactor=WindowCompactor(size, pin_predicate=...)."
             )
         if window_size is not None:
             compactor = WindowCompactor(window_size)
         if compactor is not None and not isinstance(compactor, InlineCompactor):
-            raise TypeError(
+            raise InputTypeError(
                 f"ChatContext requires an InlineCompactor (it runs on every add), got "
                 f"{type(compactor).__name__}; subclass InlineCompactor, gate a model-calling "
                 "compactor with ThresholdCompactor, or pass it to react(compactor=...) to run "
@@ -224,7 +225,7 @@ class ChatContext(Context):
         limit = token_context_length_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit <= 0):
-            raise ValueError(
+            raise InvalidInputError(
                 f"token_context_length_limit must be a positive int (tokens), got {limit!r}."
             )
         self._compactor = compactor
@@ -243,7 +244,7 @@ class ChatContext(Context):
     def _bind_model(self, model_id: Any) -> Self:
         """A copy of this empty context bound to ``model_id`` (the original is unchanged)."""
         if not self.is_root_node:
-            raise ValueError(
+            raise InvalidInputError(
                 "_bind_model() must be called on a root (empty) context; binding a context "
                 "with history would drop it. Build ChatContext(model_id=...) up front."
             )
@@ -262,7 +263,7 @@ class ChatContext(Context):
             return new
         compacted = self._compactor.compact(new)
         if not isinstance(compacted, ChatContext):
-            raise TypeError(
+            raise InputTypeError(
                 f"{type(self._compactor).__name__}.compact returned "
                 f"{type(compacted).__name__}; a ChatContext compactor must return a "
                 "ChatContext (build it with ctx.with_history(spans))."

@@ -16,6 +16,7 @@ import jinja2
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InputTypeError
 from mellea_local.messages import Message, ToolMessage, message_from_template_representation
 
 _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
@@ -87,7 +88,7 @@ def to_chat_messages(entries: Iterable[Span]) -> list[Message]:
                 out.append(message_from_template_representation(
                     tr, default_role="user", content=text))
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"Cannot render a {type(entry).__name__} as a chat turn; put Messages, "
                 "components or model outputs in the context."
             )
