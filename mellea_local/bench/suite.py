@@ -341,6 +341,17 @@ def _accuracy_section(
     return acc
 
 
+MIN_CHECKS_PER_BAR = 20
+"""An accuracy bar over fewer labelled checks than this is one or two coin flips, not a figure."""
+
+
+def _fewest_checks_per_cell(acc: dict[str, Any]) -> int | None:
+    """The smallest family-by-adapter sample in an accuracy result; None without one."""
+    cells = [cell["n"] for adapter in acc.get("adapters", {}).values()
+             for cell in adapter["families"].values()]
+    return min(cells) if cells else None
+
+
 def write_outputs(
     results: dict[str, Any], out_dir: Path, name: str, console: Console
 ) -> dict[str, Path]:
@@ -350,19 +361,29 @@ def write_outputs(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    if have_matplotlib():
+    notes = []
+    if results["config"]["quick"]:
+        notes.append("No figures from a --quick run: two short contexts and a few examples per "
+                     "family support no curve and no accuracy bar (run `mellea-local bench`).")
+    elif have_matplotlib():
         if results.get("requirement_check"):
             paths["latency_png"] = plot_latency(results["requirement_check"],
                                                 out_dir / f"{name}_latency.png",
                                                 react=results.get("react"))
-        if "adapters" in results.get("accuracy", {}):
+        fewest = _fewest_checks_per_cell(results.get("accuracy", {}))
+        if fewest is not None and fewest >= MIN_CHECKS_PER_BAR:
             paths["accuracy_png"] = plot_accuracy(results["accuracy"],
                                                   out_dir / f"{name}_accuracy.png")
+        elif fewest is not None:
+            notes.append(f"No accuracy figure: a family has {fewest} labelled checks, fewer "
+                         f"than the {MIN_CHECKS_PER_BAR} a bar needs (see the table).")
     else:
         results["plots_note"] = (f"PNG figures not drawn: matplotlib is not installed "
                                  f"(`{PLOTS_HINT}`).")
         console.print(f"note: no PNG figures without matplotlib; {PLOTS_HINT}", markup=False,
                       highlight=False, style="yellow")
+    if notes:
+        results["plots_note"] = " ".join(notes)
     results["targets"] = targets(results)
     results["files"] = {k: p.name for k, p in paths.items()}
     paths["markdown"].write_text(markdown(results, results["files"]), "utf-8")

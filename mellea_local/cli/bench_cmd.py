@@ -54,8 +54,8 @@ def print_summary(run: SuiteRun, console: Console) -> None:
         console.print(f"{row['ratio']:>36}  {row['where']:<28} {value:>8}  {row['target']:<8} "
                       f"{verdict}".rstrip(), markup=False, highlight=False)
     if run.results["config"]["quick"]:
-        console.print("(a --quick run: ratios are indicative only)", markup=False,
-                      highlight=False)
+        console.print("(a --quick smoke run: no target judged, no figure drawn; run "
+                      "`mellea-local bench` for those)", markup=False, highlight=False)
     skipped = run.results.get("accuracy", {}).get("skipped")
     if skipped:
         console.print(f"accuracy skipped: {skipped}", markup=False, highlight=False)

@@ -34,10 +34,10 @@ def _turns(ms: list[float], prefilled: list[int]) -> list[dict]:
 @pytest.fixture()
 def results() -> dict:
     family = "The response mentions a rather long word that needs shortening."
-    cell = {"n": 4, "correct": 3, "accuracy": 0.75}
+    cell = {"n": 40, "correct": 30, "accuracy": 0.75}
     return {
         "benchmark": "suite", "name": "unit", "seconds": 12.0,
-        "config": {"command": "mellea-local bench --quick", "quick": True,
+        "config": {"command": "mellea-local bench", "quick": False,
                    "speed_model": "random-init tiny", "params": 336192, "device": "cpu",
                    "dtype": "float32"},
         "environment": {"machine": "test-box", "torch": "2.x", "torch_threads": 1},
@@ -59,14 +59,14 @@ def results() -> dict:
                             "turn2_over_turn1": 1.04, "ttft_turn2_over_turn1": 1.04},
                   "no_reuse": {"per_turn": _turns([50, 90], [266, 519]),
                                "turn2_over_turn1": 1.8, "ttft_turn2_over_turn1": 1.8}},
-        "accuracy": {"examples": 8, "families": ["all_caps", family], "source": "unit data",
+        "accuracy": {"examples": 80, "families": ["all_caps", family], "source": "unit data",
                      "model": "embedded", "adapters": {
                          "rc_alora": {"kind": "alora",
                                       "families": {"all_caps": cell, family: cell},
-                                      "overall": {"n": 8, "correct": 6, "accuracy": 0.75}},
+                                      "overall": {"n": 80, "correct": 60, "accuracy": 0.75}},
                          "rc_lora": {"kind": "lora",
                                      "families": {"all_caps": cell, family: cell},
-                                     "overall": {"n": 8, "correct": 6, "accuracy": 0.75}}}},
+                                     "overall": {"n": 80, "correct": 60, "accuracy": 0.75}}}},
     }
 
 
@@ -109,7 +109,7 @@ def test_markdown_has_every_section_and_links_only_drawn_figures(results):
         assert heading in text
     assert "![latency vs context length](unit_latency.png)" in text
     assert "accuracy.png" not in text
-    assert "| **overall** | **0.750** (6/8) | **0.750** (6/8) |" in text
+    assert "| **overall** | **0.750** (60/80) | **0.750** (60/80) |" in text
     assert "| ours/floor | 2100 tokens | 1.50 | <= 1.3 | **missed** |" in text
     results["accuracy"] = {"skipped": "no trained adapters here."}
     assert "Skipped: no trained adapters here." in markdown(results, {})
@@ -148,6 +148,40 @@ def test_without_matplotlib_json_and_markdown_still_come_and_say_how(results, tm
     assert err.getvalue().count(plots.PLOTS_HINT) == 1
     assert plots.PLOTS_HINT in paths["markdown"].read_text()
     assert plots.PLOTS_HINT in json.loads(paths["json"].read_text())["plots_note"]
+
+
+def test_a_quick_run_judges_no_target_and_names_what_it_cannot_measure(results):
+    results["config"]["quick"] = True
+    rows = targets(results)
+    assert len(rows) == 8 and all(t["met"] is None for t in rows)
+    assert all(t["target"].endswith("not judged (--quick)") for t in rows)
+    info = {t["ratio"]: t for t in informational(results)}
+    assert info["generation overhead %"]["value"] is None
+    assert "not measured by --quick" in info["generation overhead %"]["target"]
+    assert info["ReACT turn 2/turn 1"]["value"] is None
+    text = markdown(results, {})
+    assert "**missed**" not in text and "| met |" not in text
+    assert "overhead not judged on a --quick run." in text
+
+
+def test_a_quick_run_draws_no_figure_and_says_why(results, tmp_path):
+    results["config"]["quick"] = True
+    paths = write_outputs(results, tmp_path, "unit", Console(file=io.StringIO()))
+    assert set(paths) == {"json", "markdown"} and not list(tmp_path.glob("*.png"))
+    note = json.loads(paths["json"].read_text())["plots_note"]
+    assert note.startswith("No figures from a --quick run")
+    assert note in paths["markdown"].read_text()
+
+
+def test_an_accuracy_figure_needs_enough_checks_per_bar(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    cell = results["accuracy"]["adapters"]["rc_lora"]["families"]["all_caps"] = {
+        "n": 3, "correct": 3, "accuracy": 1.0}
+    assert cell["n"] < 20
+    paths = write_outputs(results, tmp_path, "unit", Console(file=io.StringIO()))
+    assert "latency_png" in paths and "accuracy_png" not in paths
+    note = json.loads(paths["json"].read_text())["plots_note"]
+    assert "a family has 3 labelled checks" in note
 
 
 def test_modes_are_interleaved_round_robin():

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from mellea_local.cli import app
@@ -21,16 +20,6 @@ SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react")
 MODES = {"ours", "floor", "alora_scratch", "lora", "llm_judge", "batch8"}
 
 
-def _assert_png(path: Path) -> None:
-    from PIL import Image
-
-    assert path.is_file() and path.stat().st_size > 10_000, path
-    with Image.open(path) as img:
-        img.verify()
-    with Image.open(path) as img:
-        assert img.format == "PNG" and min(img.size) >= 300
-
-
 def _embedded_shipped() -> bool:
     import mellea_local.embedded as embedded
 
@@ -38,8 +27,7 @@ def _embedded_shipped() -> bool:
             / "model.safetensors").is_file()
 
 
-def test_quick_bench_writes_json_report_and_pngs(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     result = runner.invoke(app, ["bench", "--quick", "--threads", "1", "--out-dir",
                                  str(tmp_path), "--name", "q"])
     assert result.exit_code == 0, result.output
@@ -66,24 +54,24 @@ def test_quick_bench_writes_json_report_and_pngs(tmp_path):
     assert all(t["floor_min_ms"] > 0 and t["over_floor"] > 0.5 for t in reuse)
     assert data["react"]["floor"]["turn2_over_turn1"] > 0
     assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours"}
-    _assert_png(tmp_path / "q_latency.png")
+    # A smoke run judges nothing and draws nothing; it says so instead of reporting misses.
+    assert all(t["met"] is None for t in data["targets"])
+    assert "MISSED" not in result.output and "not judged (--quick)" in result.output
+    assert not list(tmp_path.glob("*.png"))
     md = (tmp_path / "q.md").read_text()
-    assert "(q_latency.png)" in md and "## Ratios vs targets" in md
+    assert "## Ratios vs targets" in md and data["plots_note"] in md
     acc = data["accuracy"]
     if _embedded_shipped():
         assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora"}
-        _assert_png(tmp_path / "q_accuracy.png")
     else:  # no trained adapters in this build: a note, not a failure
         assert "not in this build" in acc["skipped"]
         assert "Skipped: the embedded model" in md
-        assert not (tmp_path / "q_accuracy.png").exists()
         assert "accuracy skipped:" in result.output
     assert f"wrote {tmp_path / 'q.json'}" in result.output
 
 
 def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp_path):
     """Accuracy only, on a saved model with a random aLoRA: the verdicts are check's."""
-    pytest.importorskip("matplotlib")
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.core.context import ChatContext
     from mellea_local.intrinsics import arequirement_checks
@@ -123,9 +111,7 @@ def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp
     got = acc["adapters"]["cli-adapter"]["families"]
     assert {f: (c["n"], c["correct"]) for f, c in got.items()} == {
         f: (len(r), sum(r)) for f, r in right.items()}
-    _assert_png(tmp_path / "acc_accuracy.png")
-    assert not (tmp_path / "acc_latency.png").exists()
-    assert "(acc_accuracy.png)" in (tmp_path / "acc.md").read_text()
+    assert not list(tmp_path.glob("*.png"))  # three lines support no figure
 
 
 def test_a_model_without_trained_adapters_skips_accuracy_with_a_note(cli_model, tmp_path):
@@ -180,7 +166,6 @@ def test_quick_bench_through_a_subprocess(tmp_path):
     assert all(s in data for s in SPEED_SECTIONS)
     assert ("adapters" in data["accuracy"]) == _embedded_shipped()
     assert (tmp_path / "bench-quick.md").is_file()
-    if "plots_note" not in data:
-        _assert_png(tmp_path / "bench-quick_latency.png")
+    assert not list(tmp_path.glob("*.png"))
     assert "ours/floor" in proc.stdout and "wrote " in proc.stdout
     assert "Traceback" not in proc.stderr
