@@ -104,6 +104,11 @@ class Message(Component["Message"]):
             raise InputTypeError(
                 f"Message thinking must be a str or None, got {type(thinking).__name__}."
             )
+        if tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise InputTypeError(
+                f"Message tool_call_id must be a str or None, got {type(tool_call_id).__name__} "
+                f"({tool_call_id!r}); pass the id of the call this turn answers, as a str."
+            )
         self.role: Role = role
         self._content_cblock = CBlock(content)
         self._images = _checked_list(images, (ImageBlock, ImageUrlBlock), "images") or None

@@ -9,6 +9,7 @@ option is routed through an explicit allowlist instead of being forwarded wholes
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import logging
@@ -140,6 +141,12 @@ def check_option(key: object, value: Any) -> None:
     if name == ModelOption.STOP_SEQUENCES:
         _check_stop(label, name, value)
         return
+    if name == ModelOption.TOOLS and (isinstance(value, (str, bytes))
+                                      or not isinstance(value, (list, tuple, Mapping))):
+        raise ModelOptionTypeError(
+            f"Model option {label} is {_short(value)} ({type(value).__name__}); give a list of "
+            "tools (MelleaTool or @tool functions) or a dict of them by name.", name,
+        )
     if name == ModelOption.SYSTEM_PROMPT and not isinstance(value, str):
         raise ModelOptionTypeError(
             f"Model option {label} is a {type(value).__name__}; give the system prompt as a str.",
@@ -245,8 +252,10 @@ def split_options(
     """Route merged options into ``(generate_kwargs, template_kwargs)``.
 
     Sentinels are translated (MAX_NEW_TOKENS, STOP_SEQUENCES, THINKING, SEED, TEMPERATURE);
-    other sentinels are the caller's business and are dropped here. Unknown keys go wherever
-    an allowlist accepts them, and are dropped with a debug log otherwise.
+    other sentinels are the caller's business and are dropped here. Other keys go wherever an
+    allowlist accepts them; a key neither accepts is a ``ModelOptionError`` naming the closest
+    known spelling, since dropping it would run the call without what the caller asked for
+    (a misspelt ``temprature`` would silently sample at the default).
     """
     gen_names = generate_kwarg_names()
     tmpl_names = template_variables(chat_template) - _TEMPLATE_RESERVED
@@ -272,9 +281,22 @@ def split_options(
         elif key in tmpl_names:
             tmpl[key] = value
         else:
-            logger.debug("option %r matches neither generate() nor the chat template; dropped", key)
+            raise _unknown_option(key, gen_names | tmpl_names)
     _sampling_rules(gen, options)
     return gen, tmpl
+
+
+def _unknown_option(key: str, known: frozenset[str]) -> ModelOptionError:
+    names = sorted(known | set(_ALIASES)) + [
+        f"ModelOption.{attr}" for attr, value in vars(ModelOption).items()
+        if attr.isupper() and isinstance(value, str)]
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return ModelOptionError(
+        f"Model option {key!r} is neither a ModelOption nor a generate() keyword nor a variable "
+        f"of this model's chat template, so nothing would read it; {hint}Use ModelOption.* "
+        "(e.g. ModelOption.TEMPERATURE) or a transformers generate() keyword.", key,
+    )
 
 
 def _sampling_rules(gen: dict[str, Any], options: Mapping[str, Any]) -> None:

@@ -61,7 +61,13 @@ from mellea_local.core.context import Context
 from mellea_local.core.generation import RawProviderResponse
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import AdapterError, AdapterNotFoundError, ComponentParseError
+from mellea_local.errors import (
+    AdapterError,
+    AdapterNotFoundError,
+    ComponentParseError,
+    InputTypeError,
+    InvalidInputError,
+)
 from mellea_local.inputs import check_context
 from mellea_local.intrinsics.requirement_check import ascore_requirements
 from mellea_local.messages import Message
@@ -211,6 +217,11 @@ class LocalHFBackend(Backend):
         view = list(ctx.view_for_generation() or [])
         entries = [*view, action] if action is not None else view
         messages = to_chat_messages(entries)
+        if not messages:
+            raise InvalidInputError(
+                "Nothing to generate from: the action is None and ctx holds no messages; pass "
+                "an action (e.g. Message('user', '...')) or a context with the conversation."
+            )
         system = opts.get(ModelOption.SYSTEM_PROMPT)
         if system:
             messages.insert(0, Message("system", str(system)))
@@ -239,6 +250,13 @@ class LocalHFBackend(Backend):
         model_options: dict[str, Any] | None = None,
         tool_calls: bool = False,
     ) -> tuple[ModelOutputThunk[Any], Context]:
+        if format is not None and not (isinstance(format, type)
+                                       and hasattr(format, "model_json_schema")):
+            raise InputTypeError(
+                f"format must be a pydantic BaseModel class (its JSON schema constrains the "
+                f"output), got {format!r}; define `class Answer(BaseModel): ...` and pass "
+                "format=Answer."
+            )
         if format is not None and tool_calls:
             logger.warning("format= constrains the output to JSON; tool calling is turned off")
             tool_calls = False

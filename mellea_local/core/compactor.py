@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from mellea_local.errors import InvalidInputError
+
 if TYPE_CHECKING:
     from mellea_local.core.component import Span
     from mellea_local.core.context import Context
@@ -85,7 +87,7 @@ class WindowCompactor(InlineCompactor):
 
     def __init__(self, size: int, pin_predicate: PinPredicate = pin_system) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(
+            raise InvalidInputError(
                 f"WindowCompactor size must be an int >= 0, got {size!r}; 0 keeps only the "
                 "pinned entries."
             )

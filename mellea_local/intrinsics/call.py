@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
 from mellea_local.core.context import Context
-from mellea_local.errors import NotAnAdapterRunnerError, SyncInEventLoopError
+from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError, SyncInEventLoopError
+from mellea_local.inputs import check_context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import scoring_options
 from mellea_local.intrinsics.prompt import build_prompts
@@ -52,6 +53,12 @@ async def aintrinsic_batch(
     exactness tests: turning them off gives the slow paths the fast one must agree with.
     """
     runner = as_runner(backend)
+    check_context(context)
+    if not isinstance(name, str):
+        raise InputTypeError(
+            f"name must be an intrinsic's name (str, e.g. 'requirement-check'), got "
+            f"{type(name).__name__} ({name!r})."
+        )
     chosen = adapter if isinstance(adapter, Adapter) else runner.adapter_for(name, name=adapter)
     intrinsic = Intrinsic.for_adapter(chosen)
     tokenizer = runner.tokenizer

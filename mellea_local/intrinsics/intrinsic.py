@@ -91,6 +91,14 @@ class Intrinsic:
                 f"{sorted(needed)} in its instruction, but the call passed {sorted(given)}: "
                 + " and ".join(parts) + "."
             )
+        wrong = {n: v for n, v in variables.items() if not isinstance(v, str)}
+        if wrong:
+            name, value = next(iter(sorted(wrong.items())))
+            raise IntrinsicVariableError(
+                f"Intrinsic {self.name!r}: variable {name}={value!r} is a "
+                f"{type(value).__name__}; instruction variables are text, so pass a str "
+                f"(str({name}) if its printed form is what the adapter should read)."
+            )
         if self.config.instruction is None:
             return None
         return self.config.render_instruction(**variables)

@@ -24,7 +24,7 @@ from typing import Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import ToolError
+from mellea_local.errors import InvalidInputError, ToolError
 from mellea_local.tools.tool import AbstractMelleaTool, MelleaTool
 
 __all__ = [
@@ -88,7 +88,10 @@ class ReactInitiator(Component[str]):
         self, goal: str, tools: Sequence[AbstractMelleaTool | Callable[..., Any]] | None = None
     ) -> None:
         if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("A ReACT goal must be a non-empty string saying what to achieve.")
+            raise InvalidInputError(
+                f"A ReACT goal must be a non-empty string saying what to achieve, got "
+                f"{goal!r}; e.g. react('What is 12 * 7?', ChatContext(), backend, tools=[...])."
+            )
         self.goal = CBlock(goal)
         self.tools: tuple[AbstractMelleaTool, ...] = tuple(_as_tool(t) for t in tools or ())
         names: dict[str, AbstractMelleaTool] = {}

@@ -10,14 +10,14 @@ request to call it again, alone, now that their results are in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import ChatContext, Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import ToolArgumentsError
+from mellea_local.errors import InputTypeError, InvalidInputError, ToolArgumentsError
 from mellea_local.messages import ToolMessage
 from mellea_local.options import ModelOption, merge_options
 from mellea_local.react.components import (
@@ -34,7 +34,7 @@ __all__ = ["react"]
 
 def _check_budget(loop_budget: int) -> None:
     if isinstance(loop_budget, bool) or not isinstance(loop_budget, int) or loop_budget < -1:
-        raise ValueError(
+        raise InvalidInputError(
             f"loop_budget must be an int >= 0, or -1 for no limit; got {loop_budget!r}."
         )
 
@@ -44,11 +44,16 @@ def _ends_with_user_turn(ctx: Context) -> bool:
     return bool(last) and to_chat_messages(last)[-1].role == "user"
 
 
-def _as_list(tools: Any) -> list[Any]:
+def _as_list(tools: Any, argument: str = "tools") -> list[Any]:
     if tools is None:
         return []
     if isinstance(tools, Mapping):
         return list(tools.values())
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        raise InputTypeError(
+            f"{argument} must be a list of tools (MelleaTool objects or @tool functions), got "
+            f"{type(tools).__name__}; wrap a single tool in a list: [tool]."
+        )
     return list(tools)
 
 
@@ -153,7 +158,7 @@ async def react(
     strict chat templates.
     """
     if not isinstance(context, ChatContext):
-        raise TypeError(
+        raise InputTypeError(
             f"react needs a ChatContext (the model must see the earlier turns), got "
             f"{type(context).__name__}."
         )
@@ -163,7 +168,7 @@ async def react(
             f"compactor must have a compact(ctx) method, got {type(compactor).__name__}."
         )
     opts = merge_options(None, model_options)
-    extra_tools = _as_list(opts.pop(ModelOption.TOOLS, None))
+    extra_tools = _as_list(opts.pop(ModelOption.TOOLS, None), "ModelOption.TOOLS")
     initiator = ReactInitiator(goal, [*_as_list(tools), *extra_tools])
     tool_map = initiator.tool_map
     if _ends_with_user_turn(context):

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mellea_local.errors import InvalidInputError
+
 _PLACEHOLDER = "MLCT{nonce}N{index}E"
 """ASCII letters and digits only, so ``tojson``, ``trim`` and escaping leave it intact."""
 
@@ -98,6 +100,19 @@ def _regions(
     return regions
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_surrogates(text: str, where: str) -> None:
+    found = _SURROGATE.search(text)
+    if found:
+        raise InvalidInputError(
+            f"{where} holds a lone surrogate (U+{ord(found.group()):04X} at character "
+            f"{found.start()}), which is not Unicode text and cannot be tokenised; decode the "
+            "source bytes with errors='replace' (or remove the character) before passing it."
+        )
+
+
 class Neutraliser:
     """Swaps special-token spellings in strings for placeholders, and back after rendering."""
 
@@ -108,14 +123,20 @@ class Neutraliser:
         self._nonce = secrets.token_hex(8)
         self._swapped: list[str] = []
 
-    def __call__(self, value: Any) -> Any:
-        """A copy of ``value`` (dicts, lists, strings) with special-token text swapped out."""
+    def __call__(self, value: Any, where: str = "messages") -> Any:
+        """A copy of ``value`` (dicts, lists, strings) with special-token text swapped out.
+
+        Every string passes here on its way to the tokenizer, so this is also where text that
+        is not Unicode (a lone surrogate, say from bytes decoded with ``surrogateescape``) is
+        refused with its place named; the tokenizer would fail with a bare ``TypeError``.
+        """
         if isinstance(value, str):
+            _refuse_surrogates(value, where)
             return self._pattern.sub(self._swap, value) if self._pattern else value
         if isinstance(value, Mapping):
-            return {k: self(v) for k, v in value.items()}
+            return {k: self(v, f"{where}.{k}") for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self(v) for v in value]
+            return [self(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
     def _swap(self, match: re.Match[str]) -> str:

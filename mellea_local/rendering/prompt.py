@@ -47,7 +47,7 @@ def render_prompt(
     neutral = Neutraliser(tokenizer)
     text = tokenizer.apply_chat_template(
         neutral(message_dicts),
-        tools=neutral(tool_specs) or None,
+        tools=neutral(tool_specs, "tools") or None,
         add_generation_prompt=add_generation_prompt,
         tokenize=False,
         **(template_kwargs or {}),
