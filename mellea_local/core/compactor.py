@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.core.turn import has_role
+
 if TYPE_CHECKING:
     from mellea_local.core.component import Span
     from mellea_local.core.context import Context
@@ -36,12 +39,6 @@ class InlineCompactor:
         raise NotImplementedError(f"{type(self).__name__} must implement compact(ctx).")
 
 
-def _has_role(span: Any, role: str) -> bool:
-    from mellea_local.messages import Message  # messages imports core: import late
-
-    return isinstance(span, Message) and span.role == role
-
-
 def pin_nothing(spans: list[Span]) -> int:
     """Pin nothing: every entry may be dropped."""
     return 0
@@ -50,7 +47,7 @@ def pin_nothing(spans: list[Span]) -> int:
 def pin_system(spans: list[Span]) -> int:
     """Pin the leading run of system messages (the instructions the model runs under)."""
     n = 0
-    while n < len(spans) and _has_role(spans[n], "system"):
+    while n < len(spans) and has_role(spans[n], "system"):
         n += 1
     return n
 
@@ -58,7 +55,7 @@ def pin_system(spans: list[Span]) -> int:
 def pin_system_and_initial_user(spans: list[Span]) -> int:
     """Pin the leading system messages plus the first user message right after them."""
     n = pin_system(spans)
-    if n < len(spans) and _has_role(spans[n], "user"):
+    if n < len(spans) and has_role(spans[n], "user"):
         n += 1
     return n
 
@@ -108,8 +105,6 @@ class WindowCompactor(InlineCompactor):
 def _last_usage_tokens(ctx: Context) -> int | None:
     """Tokens the newest model output with usage figures reported (total, else prompt +
     completion); None when no output in the history reports usage."""
-    from mellea_local.core.thunk import ModelOutputThunk  # thunk imports this package's peers
-
     for span in reversed(ctx.as_list() or []):
         usage = span.usage if isinstance(span, ModelOutputThunk) else None
         if not usage:
