@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from jinja2.sandbox import SandboxedEnvironment
 
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import ChatContext, Context, SimpleContext
 from mellea_local.core.thunk import ComputedModelOutputThunk
@@ -336,7 +336,7 @@ def start_session(
     else:
         backend = LocalHFBackend(str(model_id), model_options=model_options, **backend_kwargs)
         try:
-            backend.add_adapter("requirement-check")
+            backend.add_adapter(REQUIREMENT_CHECK)
         except AdapterNotFoundError:
             logger.info("No requirement-check adapter for %s: requirements are judged by the "
                         "model's yes/no answer.", model_id)

@@ -22,15 +22,15 @@ from typing import Any
 
 from mellea_local.bench.timing import Tick
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import DatasetError, LineError
+from mellea_local.intrinsics.score import REQUIREMENT_CHECK
+from mellea_local.launch import read_utf8
 from mellea_local.messages import Message
+from mellea_local.requirements.dataset import parse_line
 
-INTRINSIC = "requirement-check"
+INTRINSIC = REQUIREMENT_CHECK
 HELD_OUT_SEED = 9_000
 """The synthetic set's default seed: the embedded model's training draws seeds below 2000."""
-
-
-class DatasetError(ValueError):
-    """The labelled dataset cannot be used; the message names the file, line and field."""
 
 
 @dataclass
@@ -49,9 +49,6 @@ def read_dataset(path: str | Path) -> list[LabelledItem]:
     Accuracy needs every line labelled, so unlike ``check`` (which skips bad lines and goes on)
     a bad or unlabelled line stops the run before any model time is spent.
     """
-    from mellea_local.cli.check import LineError, parse_line
-    from mellea_local.cli.options import read_utf8
-
     path = Path(path)
     if not path.is_file():
         raise DatasetError(

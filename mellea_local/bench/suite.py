@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
+from mellea_local.core.backend import REQUIREMENT_CHECK
+from mellea_local.launch import EMBEDDED
 
-EMBEDDED = "embedded"
 SECTIONS = ("generation", "react", "requirement_check", "batched", "accuracy")
 
 
@@ -129,7 +130,7 @@ def _speed_subject(
         model = build_sized_model(tokenizer, size, device=device, dtype=dtype,
                                   max_position=max_position)
         return model, tokenizer, size
-    from mellea_local.cli.options import load_backend
+    from mellea_local.launch import load_backend
 
     # The bare weights, no adapters: the speed sections load random ones of their own.
     source = str(_embedded_weights()) if cfg.model == EMBEDDED else cfg.model
@@ -151,8 +152,8 @@ def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list
     embedded model and its trained aLoRA and LoRA are used when this build has them.
     """
     from mellea_local.bench.accuracy import check_adapters
-    from mellea_local.cli.options import add_cli_adapter, load_backend
     from mellea_local.errors import AdapterError
+    from mellea_local.launch import add_cli_adapter, load_backend
 
     if cfg.model is None:
         if not (_embedded_weights() / "model.safetensors").is_file():
@@ -172,7 +173,7 @@ def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list
         adapters = [*adapters, backend.adapters[name]]
     if not adapters:
         try:
-            name = add_cli_adapter(backend, "requirement-check")
+            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
             adapters = [backend.adapters[name]]
         except AdapterError as exc:
             return None, [], (f"no trained requirement-check adapter for {label} ({exc}); "

@@ -21,6 +21,7 @@ from mellea_local.cli.options import (
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
+from mellea_local.core.backend import REQUIREMENT_CHECK
 
 app = typer.Typer(
     cls=CliGroup,
@@ -113,8 +114,8 @@ def check(
         read_utf8(input_path, "The input dataset")
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         name = add_cli_adapter(backend, adapter) if adapter else None
-        if name is None and not backend.supports_intrinsic("requirement-check"):
-            name = add_cli_adapter(backend, "requirement-check")
+        if name is None and not backend.supports_intrinsic(REQUIREMENT_CHECK):
+            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
         output.parent.mkdir(parents=True, exist_ok=True)
         summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
