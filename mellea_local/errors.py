@@ -174,6 +174,10 @@ class InvalidStateError(MelleaLocalError, RuntimeError):
     generation started twice, an uncomputed thunk copied); the message says what to do."""
 
 
+class IndexRangeError(MelleaLocalError, IndexError):
+    """An index argument is outside the sequence it indexes (also an ``IndexError``)."""
+
+
 class ReactLoopError(MelleaLocalError, RuntimeError):
     """The ReACT loop spent its budget without the model finishing (also a ``RuntimeError``,
     as the peer raises)."""

@@ -22,6 +22,7 @@ from mellea_local.cli.options import (
 )
 from mellea_local.cli.usage import CliGroup
 from mellea_local.core.backend import REQUIREMENT_CHECK
+from mellea_local.errors import CheckFileError, InvalidInputError
 
 app = typer.Typer(
     cls=CliGroup,
@@ -107,7 +108,7 @@ def check(
         from mellea_local.cli.options import add_cli_adapter, load_backend, read_utf8
 
         if not input_path.is_file():
-            raise FileNotFoundError(
+            raise CheckFileError(
                 f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
         guard_paths(input_path, output)
         read_done(output)  # an unusable output fails here, before the model loads
@@ -179,8 +180,8 @@ def react_command(
         from mellea_local.cli.react_cmd import build_tools, parse_lookup, run_react
 
         if not check_text(goal, "GOAL").strip():
-            raise ValueError("GOAL is empty; say what the agent should achieve, e.g. "
-                             "'What is 12 * 7?'.")
+            raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
+                                    "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:

@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 import typer
 from rich.console import Console
 
+from mellea_local.errors import InvalidInputError
 from mellea_local.launch import (  # noqa: F401  (the CLI's loaders live in launch.py)
     EMBEDDED,
     add_cli_adapter,
@@ -118,7 +119,7 @@ def check_text(value: str, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
+        raise InvalidInputError(
             f"{what} holds bytes that are not UTF-8 text (at character {exc.start}); pass "
             "UTF-8 text."
         ) from None

@@ -24,7 +24,7 @@ from typing import Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import ToolError
+from mellea_local.errors import InvalidInputError, ToolError
 from mellea_local.tools.tool import AbstractMelleaTool, MelleaTool
 
 __all__ = [
@@ -88,7 +88,9 @@ class ReactInitiator(Component[str]):
         self, goal: str, tools: Sequence[AbstractMelleaTool | Callable[..., Any]] | None = None
     ) -> None:
         if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("A ReACT goal must be a non-empty string saying what to achieve.")
+            raise InvalidInputError(
+                "A ReACT goal must be a non-empty string saying what to achieve."
+            )
         self.goal = CBlock(goal)
         self.tools: tuple[AbstractMelleaTool, ...] = tuple(_as_tool(t) for t in tools or ())
         names: dict[str, AbstractMelleaTool] = {}
@@ -141,7 +143,7 @@ class ReactThought(Component[str]):
 
     def __init__(self, prompt: str = THOUGHT_PROMPT) -> None:
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("A ReactThought prompt must be a non-empty string.")
+            raise InvalidInputError("A ReactThought prompt must be a non-empty string.")
         self.prompt = prompt
 
     def parts(self) -> list[Span]:

@@ -94,7 +94,7 @@ class Requirement(Component[bool]):
     def judge_prompt(self, output: str) -> str:
         """The yes/no question a judge model answers about ``output``."""
         if not self.description:
-            raise ValueError(
+            raise InvalidInputError(
                 "A model can only judge a Requirement with a description; give it one or a "
                 "validation_fn."
             )
@@ -231,7 +231,7 @@ def simple_validate(
             and isinstance(verdict[1], str)
         ):
             return ValidationResult(verdict[0], reason=verdict[1])
-        raise ValueError(
+        raise InvalidInputError(
             f"A simple_validate function must return a bool or (bool, str), got {verdict!r}."
         )
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import InputTypeError, ScoreJSONError
+from mellea_local.errors import InputTypeError, InvalidInputError, ScoreJSONError
 from mellea_local.intrinsics.score import requirement_check_value
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class PartialValidationResult:
         context: Context | None = None,
     ):
         if success not in self.STATES:
-            raise ValueError(
+            raise InvalidInputError(
                 f"success must be one of {self.STATES}, got {success!r}."
             )
         self.success = success
