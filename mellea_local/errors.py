@@ -169,6 +169,38 @@ class CheckFileError(MelleaLocalError, ValueError):
     """
 
 
+class InvalidStateError(MelleaLocalError, RuntimeError):
+    """An object is used in a way its state does not allow (a finished thunk streamed, a
+    generation started twice, an uncomputed thunk copied); the message says what to do."""
+
+
+class IndexRangeError(MelleaLocalError, IndexError):
+    """An index argument is outside the sequence it indexes (also an ``IndexError``)."""
+
+
+class ReactLoopError(MelleaLocalError, RuntimeError):
+    """The ReACT loop spent its budget without the model finishing (also a ``RuntimeError``,
+    as the peer raises)."""
+
+
+class BenchmarkError(MelleaLocalError, RuntimeError):
+    """A benchmark could not measure what it compares (the two sides did different work)."""
+
+
+class ConstrainedDecodingError(MelleaLocalError):
+    """The grammar of a constrained generation rejected a token or could not be built from
+    the schema."""
+
+
+class LineError(MelleaLocalError, ValueError):
+    """One line of a ``check`` dataset cannot be checked; the run reports it and moves on."""
+
+
+class DatasetError(MelleaLocalError, ValueError):
+    """The labelled dataset of the accuracy benchmark cannot be used; the message names the
+    file, line and field."""
+
+
 class InvalidInputError(MelleaLocalError, ValueError):
     """An argument of a public function has a value it cannot take (empty, blank, out of range).
 

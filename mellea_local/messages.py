@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
-from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
+from mellea_local.core.turn import ChatTurn
 from mellea_local.errors import InputTypeError, InvalidInputError
+
+if TYPE_CHECKING:
+    from mellea_local.core.context import Context
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ class Document(Component[str]):
         return f"Document({self.text!r}, title={self.title!r}, doc_id={self.doc_id!r})"
 
 
-class Message(Component["Message"]):
+class Message(Component["Message"], ChatTurn):
     """One chat turn: a role, text content and optional attachments and tool metadata.
 
     ``tool_calls`` are OpenAI-shaped dicts (``ModelToolCall`` objects are converted);

@@ -22,11 +22,16 @@ from typing import Any, TypeVar
 
 from jinja2.sandbox import SandboxedEnvironment
 
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import ChatContext, Context, SimpleContext
 from mellea_local.core.thunk import ComputedModelOutputThunk
-from mellea_local.errors import AdapterNotFoundError, UnsupportedInputError
+from mellea_local.errors import (
+    AdapterNotFoundError,
+    InvalidInputError,
+    SyncInEventLoopError,
+    UnsupportedInputError,
+)
 from mellea_local.messages import Message
 from mellea_local.model_ids import ModelIdentifier
 from mellea_local.requirements import Requirement, ValidationResult, avalidate
@@ -58,7 +63,7 @@ def _run(coro: Coroutine[Any, Any, T], twin: str) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     coro.close()
-    raise RuntimeError(
+    raise SyncInEventLoopError(
         f"MelleaSession.{twin.lstrip('a')}() cannot run inside a running event loop; use "
         f"`await session.{twin}(...)`."
     )
@@ -294,12 +299,12 @@ class MelleaSession:
 def _resolve_context(ctx: Context | None, context_type: str | None) -> Context:
     """``ctx`` as given, else a new context of ``context_type`` (``"simple"`` by default)."""
     if ctx is not None and context_type is not None:
-        raise ValueError("Cannot specify both ctx and context_type; pass one of them.")
+        raise InvalidInputError("Cannot specify both ctx and context_type; pass one of them.")
     if ctx is not None:
         return ctx
     kinds = {None: SimpleContext, "simple": SimpleContext, "chat": ChatContext}
     if context_type not in kinds:
-        raise ValueError(f"context_type must be 'simple' or 'chat', got {context_type!r}.")
+        raise InvalidInputError(f"context_type must be 'simple' or 'chat', got {context_type!r}.")
     return kinds[context_type]()
 
 
@@ -336,7 +341,7 @@ def start_session(
     else:
         backend = LocalHFBackend(str(model_id), model_options=model_options, **backend_kwargs)
         try:
-            backend.add_adapter("requirement-check")
+            backend.add_adapter(REQUIREMENT_CHECK)
         except AdapterNotFoundError:
             logger.info("No requirement-check adapter for %s: requirements are judged by the "
                         "model's yes/no answer.", model_id)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import AdapterError, AdapterNotFoundError
 
 ADAPTER_KINDS = ("alora", "lora")
@@ -83,7 +84,7 @@ CATALOG: Mapping[str, IntrinsicCatalogEntry] = MappingProxyType(
         entry.name: entry
         for entry in (
             IntrinsicCatalogEntry(
-                name="requirement-check",
+                name=REQUIREMENT_CHECK,
                 repo_id=GRANITELIB_CORE_REPO,
                 revision=GRANITELIB_CORE_REVISION,
                 description=(

@@ -550,16 +550,16 @@ def _scan_value(s: str, i: int, path: ConcretePath, found: dict[ConcretePath, _L
             return i + 1
         while True:
             if s[i] != '"':
-                raise ValueError(f"expected a key at offset {i}")
+                raise IntrinsicOutputError(f"expected a key at offset {i}")
             key, i = scanstring(s, i + 1)
             i = _skip_space(s, i)
             if s[i] != ":":
-                raise ValueError(f"expected ':' at offset {i}")
+                raise IntrinsicOutputError(f"expected ':' at offset {i}")
             i = _skip_space(s, _scan_value(s, _skip_space(s, i + 1), (*path, key), found))
             if s[i] == "}":
                 return i + 1
             if s[i] != ",":
-                raise ValueError(f"expected ',' or '}}' at offset {i}")
+                raise IntrinsicOutputError(f"expected ',' or '}}' at offset {i}")
             i = _skip_space(s, i + 1)
     if char == "[":
         i = _skip_space(s, i + 1)
@@ -571,7 +571,7 @@ def _scan_value(s: str, i: int, path: ConcretePath, found: dict[ConcretePath, _L
             if s[i] == "]":
                 return i + 1
             if s[i] != ",":
-                raise ValueError(f"expected ',' or ']' at offset {i}")
+                raise IntrinsicOutputError(f"expected ',' or ']' at offset {i}")
             i, index = _skip_space(s, i + 1), index + 1
     if char == '"':
         value, end = scanstring(s, i + 1)
@@ -583,7 +583,7 @@ def _scan_value(s: str, i: int, path: ConcretePath, found: dict[ConcretePath, _L
             return i + len(word)
     match = NUMBER_RE.match(s, i)
     if match is None:
-        raise ValueError(f"unexpected {char!r} at offset {i}")
+        raise IntrinsicOutputError(f"unexpected {char!r} at offset {i}")
     integer, fraction, exponent = match.groups()
     number = float(integer + (fraction or "") + (exponent or "")) if fraction or exponent \
         else int(integer)

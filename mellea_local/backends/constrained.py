@@ -14,13 +14,9 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
-from mellea_local.errors import MelleaLocalError
+from mellea_local.errors import ConstrainedDecodingError
 
 WHITESPACE_PATTERN = r"[\x20\x0A\x0D\x09]{0,20}"
-
-
-class ConstrainedDecodingError(MelleaLocalError):
-    """The grammar rejected a token or could not be built from the schema."""
 
 
 @functools.cache

@@ -55,7 +55,7 @@ from mellea_local.backends.model_holder import ModelHolder
 from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.stats import CacheStats
 from mellea_local.backends.workers import start_worker
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.generation import RawProviderResponse
@@ -499,7 +499,7 @@ class LocalHFBackend(Backend):
         ctx: Context,
         descriptions: Sequence[str],
         *,
-        intrinsic_name: str = "requirement-check",
+        intrinsic_name: str = REQUIREMENT_CHECK,
         model_options: dict[str, Any] | None = None,
     ) -> list[str]:
         """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
@@ -537,7 +537,7 @@ class LocalHFBackend(Backend):
                       model_options=model_options, kv_cache_tokens=kv_cache_tokens)
         roots = default_library_roots()
         for kind in ("alora", "lora"):
-            found = find_in_library("requirement-check", weights, roots=roots, kinds=(kind,))
+            found = find_in_library(REQUIREMENT_CHECK, weights, roots=roots, kinds=(kind,))
             if found is None:
                 raise AdapterNotFoundError(
                     f"The embedded model's requirement-check {kind} is in none of the adapter "

@@ -87,7 +87,7 @@ from mellea_local.backends.cache_compat import (
     croppable_reason,
 )
 from mellea_local.backends.growable_layer import MIN_SPARE_TOKENS, GrowableLayer
-from mellea_local.errors import KVCacheError
+from mellea_local.errors import InvalidInputError, KVCacheError
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "CacheEntry", "PrefixCache", "TokenIds"]
 
@@ -201,7 +201,7 @@ class PrefixCache:
     def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
         """``token_budget``: most tokens held over all entries; 0 disables the cache."""
         if token_budget < 0:
-            raise ValueError(
+            raise InvalidInputError(
                 f"token_budget must be >= 0, got {token_budget}; use 0 to disable the prefix cache."
             )
         self._budget = token_budget

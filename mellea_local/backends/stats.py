@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mellea_local.errors import InvalidInputError
+
 if TYPE_CHECKING:
     from mellea_local.backends.kv_cache import PrefixCache
 
@@ -71,7 +73,7 @@ class CacheStats:
         """
         reusable = reused if reusable is None else reusable
         if prefilled < 0 or reused < 0 or reusable < 0:
-            raise ValueError(
+            raise InvalidInputError(
                 f"Token counts cannot be negative (prefilled={prefilled}, reused={reused}, "
                 f"reusable={reusable}); pass the numbers of tokens fed to the model, taken "
                 f"from the cache and offered for reuse."

@@ -22,15 +22,15 @@ from typing import Any
 
 from mellea_local.bench.timing import Tick
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import AdapterNotFoundError, DatasetError, LineError
+from mellea_local.intrinsics.score import REQUIREMENT_CHECK
+from mellea_local.launch import read_utf8
 from mellea_local.messages import Message
+from mellea_local.requirements.dataset import parse_line
 
-INTRINSIC = "requirement-check"
+INTRINSIC = REQUIREMENT_CHECK
 HELD_OUT_SEED = 9_000
 """The synthetic set's default seed: the embedded model's training draws seeds below 2000."""
-
-
-class DatasetError(ValueError):
-    """The labelled dataset cannot be used; the message names the file, line and field."""
 
 
 @dataclass
@@ -49,9 +49,6 @@ def read_dataset(path: str | Path) -> list[LabelledItem]:
     Accuracy needs every line labelled, so unlike ``check`` (which skips bad lines and goes on)
     a bad or unlabelled line stops the run before any model time is spent.
     """
-    from mellea_local.cli.check import LineError, parse_line
-    from mellea_local.cli.options import read_utf8
-
     path = Path(path)
     if not path.is_file():
         raise DatasetError(
@@ -121,9 +118,10 @@ def context_of(messages: list[dict[str, Any]]) -> ChatContext:
 
 
 def check_adapters(backend: Any) -> list[Any]:
-    """Every requirement-check adapter on ``backend``: aLoRAs first, then by name."""
+    """Every requirement-check adapter on ``backend``: in the order the kinds serve an
+    intrinsic (aLoRAs first), then by name."""
     serving = [a for a in backend.adapters.values() if a.intrinsic == INTRINSIC]
-    return sorted(serving, key=lambda a: (not a.is_alora, a.name))
+    return sorted(serving, key=lambda a: (a.strategy.preference, a.name))
 
 
 def _cell(correct: int, n: int) -> dict[str, Any]:
@@ -140,7 +138,7 @@ async def aevaluate_accuracy(
 
     chosen = check_adapters(backend) if adapters is None else list(adapters)
     if not chosen:
-        raise ValueError(
+        raise AdapterNotFoundError(
             "The backend holds no requirement-check adapter to score; load one with "
             "backend.add_adapter('requirement-check') or pass --adapter.")
     families = family_order(items)
@@ -166,7 +164,7 @@ async def aevaluate_accuracy(
         per_family = {f: _cell(right[f], total[f]) for f in families}
         n = sum(total.values())
         out["adapters"][adapter.name] = {
-            "kind": "alora" if adapter.is_alora else "lora",
+            "kind": adapter.kind.value,
             "families": per_family,
             "overall": _cell(sum(right.values()), n),
             "mean_family_accuracy": (sum(c["accuracy"] for c in per_family.values())

@@ -40,6 +40,7 @@ from mellea_local.bench.requirement_check import CheckBench
 from mellea_local.bench.subjects import REQUIREMENTS, conversation
 from mellea_local.bench.timing import machine_info
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import BenchmarkError
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
 
@@ -218,7 +219,7 @@ def measure_agents(backend: Any, *, agents: int = 4, turns: int = 10) -> dict[st
             timed, tools=[MelleaTool.from_callable(fetch)], model_options=opts,
             loop_budget=turns + 1)
         if out.value != "done":
-            raise RuntimeError(f"A forced ReACT agent ended with {out.value!r}, not 'done'.")
+            raise BenchmarkError(f"A forced ReACT agent ended with {out.value!r}, not 'done'.")
         return timed.turns[:turns]
 
     async def run(count: int) -> list[list[dict[str, Any]]]:

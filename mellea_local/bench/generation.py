@@ -19,6 +19,7 @@ import torch
 from mellea_local.bench.subjects import param_count
 from mellea_local.bench.timing import Tick, machine_info
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import BenchmarkError
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
 
@@ -81,7 +82,7 @@ def measure_generation(
                 produced = fn()
                 times[name].append(time.perf_counter() - t0)
                 if produced != n:
-                    raise RuntimeError(
+                    raise BenchmarkError(
                         f"The {name} generation produced {produced} tokens instead of {n}; "
                         "the comparison needs both sides to generate the same number.")
             if tick:

@@ -30,6 +30,7 @@ from mellea_local.bench.generation import device_label, dtype_label
 from mellea_local.bench.subjects import param_count
 from mellea_local.bench.timing import Tick, machine_info, sync_device
 from mellea_local.core.backend import Backend
+from mellea_local.errors import BenchmarkError
 
 PARAGRAPH = (
     "The city of Paris lies on the river Seine in the north of France. It has been the "
@@ -109,7 +110,7 @@ def run_once(backend: Any, turns: int, loop: asyncio.AbstractEventLoop) -> list[
         "Read the paris page of the guide again and again.", ChatContext(), timed,
         tools=[MelleaTool.from_callable(fetch)], model_options=opts, loop_budget=turns + 1))
     if out.value != "done":
-        raise RuntimeError(
+        raise BenchmarkError(
             f"The forced ReACT run ended with {out.value!r} instead of 'done'; the model's "
             "chat template must render tool calls the way the embedded family does.")
     for turn, first in zip(timed.turns, forcer.first_token_at, strict=True):

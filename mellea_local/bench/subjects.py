@@ -15,6 +15,7 @@ import torch
 
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
+from mellea_local.errors import InvalidInputError
 from mellea_local.messages import Message
 
 SIZES: dict[str, dict[str, int]] = {  # name -> build_model kwargs
@@ -51,7 +52,9 @@ def build_sized_model(
     from mellea_local.embedded import build_model
 
     if size not in SIZES:
-        raise ValueError(f"Unknown model size {size!r}; use one of {', '.join(size_names())}.")
+        raise InvalidInputError(
+            f"Unknown model size {size!r}; use one of {', '.join(size_names())}."
+        )
     device = torch.device(device)
     if device.type == "cpu":
         model = build_model(tokenizer, seed=seed, max_position=max_position, **SIZES[size])

@@ -23,8 +23,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
+from mellea_local.core.backend import REQUIREMENT_CHECK
+from mellea_local.errors import InvalidInputError
+from mellea_local.launch import EMBEDDED
 
-EMBEDDED = "embedded"
 SECTIONS = ("generation", "react", "requirement_check", "batched", "accuracy")
 
 
@@ -92,23 +94,27 @@ def _check_config(cfg: SuiteConfig) -> None:
     from mellea_local.bench.subjects import SIZES, size_names
 
     if cfg.size is not None and cfg.size not in SIZES:
-        raise ValueError(f"--size {cfg.size!r}: no such shape; use one of "
-                         f"{', '.join(size_names())}.")
+        raise InvalidInputError(f"--size {cfg.size!r}: no such shape; use one of "
+                                f"{', '.join(size_names())}.")
     if cfg.size is not None and cfg.model is not None:
-        raise ValueError("Pass --size (a random-init shape) or --model (real weights), not both.")
+        raise InvalidInputError(
+            "Pass --size (a random-init shape) or --model (real weights), not both."
+        )
     if cfg.name is not None and (not cfg.name or any(c in cfg.name for c in "/\\")
                                  or cfg.name.startswith(".")):
-        raise ValueError(f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'.")
+        raise InvalidInputError(
+            f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'."
+        )
     if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 16):
-        raise ValueError("--lengths must list context lengths of at least 16 tokens.")
+        raise InvalidInputError("--lengths must list context lengths of at least 16 tokens.")
     for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
                         ("--threads", cfg.threads)):
         if value is not None and value < 1:
-            raise ValueError(f"{flag} must be at least 1, got {value}.")
+            raise InvalidInputError(f"{flag} must be at least 1, got {value}.")
     unknown = set(cfg.skip) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
-                         f"{', '.join(SECTIONS)}.")
+        raise InvalidInputError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
+                                f"{', '.join(SECTIONS)}.")
 
 
 def _embedded_weights() -> Path:
@@ -129,7 +135,7 @@ def _speed_subject(
         model = build_sized_model(tokenizer, size, device=device, dtype=dtype,
                                   max_position=max_position)
         return model, tokenizer, size
-    from mellea_local.cli.options import load_backend
+    from mellea_local.launch import load_backend
 
     # The bare weights, no adapters: the speed sections load random ones of their own.
     source = str(_embedded_weights()) if cfg.model == EMBEDDED else cfg.model
@@ -151,8 +157,8 @@ def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list
     embedded model and its trained aLoRA and LoRA are used when this build has them.
     """
     from mellea_local.bench.accuracy import check_adapters
-    from mellea_local.cli.options import add_cli_adapter, load_backend
     from mellea_local.errors import AdapterError
+    from mellea_local.launch import add_cli_adapter, load_backend
 
     if cfg.model is None:
         if not (_embedded_weights() / "model.safetensors").is_file():
@@ -172,7 +178,7 @@ def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list
         adapters = [*adapters, backend.adapters[name]]
     if not adapters:
         try:
-            name = add_cli_adapter(backend, "requirement-check")
+            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
             adapters = [backend.adapters[name]]
         except AdapterError as exc:
             return None, [], (f"no trained requirement-check adapter for {label} ({exc}); "

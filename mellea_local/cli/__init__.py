@@ -21,6 +21,8 @@ from mellea_local.cli.options import (
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
+from mellea_local.core.backend import REQUIREMENT_CHECK
+from mellea_local.errors import CheckFileError, InvalidInputError
 
 app = typer.Typer(
     cls=CliGroup,
@@ -106,15 +108,15 @@ def check(
         from mellea_local.cli.options import add_cli_adapter, load_backend, read_utf8
 
         if not input_path.is_file():
-            raise FileNotFoundError(
+            raise CheckFileError(
                 f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
         guard_paths(input_path, output)
         read_done(output)  # an unusable output fails here, before the model loads
         read_utf8(input_path, "The input dataset")
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         name = add_cli_adapter(backend, adapter) if adapter else None
-        if name is None and not backend.supports_intrinsic("requirement-check"):
-            name = add_cli_adapter(backend, "requirement-check")
+        if name is None and not backend.supports_intrinsic(REQUIREMENT_CHECK):
+            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
         output.parent.mkdir(parents=True, exist_ok=True)
         summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
@@ -178,8 +180,8 @@ def react_command(
         from mellea_local.cli.react_cmd import build_tools, parse_lookup, run_react
 
         if not check_text(goal, "GOAL").strip():
-            raise ValueError("GOAL is empty; say what the agent should achieve, e.g. "
-                             "'What is 12 * 7?'.")
+            raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
+                                    "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:

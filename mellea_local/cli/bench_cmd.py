@@ -10,6 +10,7 @@ from rich.console import Console
 
 from mellea_local.bench.report import informational
 from mellea_local.bench.suite import SuiteRun
+from mellea_local.errors import InvalidInputError
 
 DEFAULTS: dict[str, Any] = {"out_dir": Path("benchmarks/results"), "seed": 9000}
 """Options whose default values are left out of the recorded command line."""
@@ -22,7 +23,7 @@ def parse_lengths(text: str | None) -> list[int] | None:
     try:
         return [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise ValueError(
+        raise InvalidInputError(
             f"--lengths {text!r} is not a comma-separated list of token counts, e.g. 128,512."
         ) from None
 

@@ -37,26 +37,13 @@ from rich.progress import (
 from rich.text import Text
 
 from mellea_local.core.context import ChatContext
-from mellea_local.errors import CheckFileError
+from mellea_local.errors import CheckFileError, LineError
 from mellea_local.messages import Message
+from mellea_local.requirements.dataset import CheckItem, parse_line
+
+__all__ = ["CheckItem", "CheckSummary", "LineError", "parse_line", "read_done", "run_check"]
 
 THRESHOLD = 0.5
-_ROLES = ("system", "user", "assistant")
-
-
-class LineError(ValueError):
-    """One input line cannot be checked; the run reports it and moves on."""
-
-
-@dataclass
-class CheckItem:
-    """One valid input line, ready to check."""
-
-    line: int
-    messages: list[tuple[str, str, str | None]]  # role, content, reasoning_content
-    requirements: list[str]
-    labels: list[bool] | None = None
-    id: Any = None
 
 
 @dataclass
@@ -73,50 +60,6 @@ class CheckSummary:
     @property
     def accuracy(self) -> float | None:
         return self.correct / self.labelled if self.labelled else None
-
-
-def parse_line(line: int, text: str) -> CheckItem:
-    """Validate one dataset line; every problem raises ``LineError`` naming the field."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(obj, dict):
-        raise LineError(f"expected a JSON object, got {type(obj).__name__}")
-    messages = obj.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise LineError('"messages" must be a non-empty list of {"role", "content"} objects')
-    turns = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
-            raise LineError(f'messages[{i}] must be an object with a string "content"')
-        if m.get("role") not in _ROLES:
-            raise LineError(
-                f"messages[{i}] has role {m.get('role')!r}; use one of {', '.join(_ROLES)}"
-            )
-        thinking = m.get("reasoning_content")
-        if thinking is not None and not isinstance(thinking, str):
-            raise LineError(f'messages[{i}] has a non-string "reasoning_content"; use a string')
-        turns.append((m["role"], m["content"], thinking))
-    if turns[-1][0] != "assistant":
-        raise LineError("the last message must be the assistant turn the requirements judge")
-    reqs = obj["requirements"] if "requirements" in obj else obj.get("requirement")
-    if isinstance(reqs, str):
-        reqs = [reqs]
-    if (not isinstance(reqs, list) or not reqs
-            or not all(isinstance(r, str) and r.strip() for r in reqs)):
-        raise LineError('give "requirements" (a list of non-empty strings) or "requirement"')
-    labels = obj.get("label", obj.get("labels"))
-    if labels is not None:
-        if isinstance(labels, bool):
-            labels = [labels] * len(reqs)
-        if (not isinstance(labels, list) or len(labels) != len(reqs)
-                or not all(isinstance(v, bool) for v in labels)):
-            raise LineError(
-                f'"label" must be true/false or a list of {len(reqs)} true/false values, one '
-                "per requirement"
-            )
-    return CheckItem(line, turns, list(reqs), labels, obj.get("id"))
 
 
 def guard_paths(input_path: Path, output: Path) -> None:

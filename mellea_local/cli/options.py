@@ -7,15 +7,21 @@ reports.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
-EMBEDDED = "embedded"
+from mellea_local.errors import InvalidInputError
+from mellea_local.launch import (  # noqa: F401  (the CLI's loaders live in launch.py)
+    EMBEDDED,
+    add_cli_adapter,
+    check_adapter_arg,
+    check_model_args,
+    load_backend,
+    read_utf8,
+)
 
 ModelOpt = Annotated[
     str,
@@ -108,125 +114,12 @@ def run_guarded(debug: bool, work: Callable[[], T]) -> T:
         raise typer.Exit(1) from None
 
 
-def _looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or os.sep in text or text.count("/") > 1
-
-
-def check_model_args(model: str, *, dtype: str | None = None, adapter: str | None = None) -> None:
-    """Refuse a bad ``--model``/``--dtype``/``--adapter`` before any weights load.
-
-    Every message names the flag and what to pass instead: a user reads flags, not the API's
-    parameter names.
-    """
-    from mellea_local.embedded import trained_weights_dir
-    from mellea_local.errors import ModelLoadError
-
-    if model == EMBEDDED:
-        if dtype not in (None, "float32"):
-            raise ValueError(
-                f"--dtype {dtype}: the embedded model runs in float32 only (its adapters were "
-                "trained against float32 activations); leave out --dtype, or pass --model "
-                "with another model."
-            )
-        base = str(trained_weights_dir())
-    else:
-        path = Path(model).expanduser()
-        if not model.strip():
-            raise ModelLoadError("--model is empty; pass a model folder, a cached hub id or "
-                             "'embedded'.")
-        if not path.exists() and _looks_like_path(model):
-            raise ModelLoadError(
-                f"--model {model!r}: no such folder; pass an existing model folder, a cached "
-                "hub id, or 'embedded'."
-            )
-        if path.exists() and not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"--model {model!r}: {'the folder' if path.is_dir() else 'it is a file and'} "
-                "holds no config.json; pass a folder written by save_pretrained()."
-            )
-        base = str(path) if path.exists() else model
-    if adapter is not None:
-        check_adapter_arg(adapter, base)
-
-
-def check_adapter_arg(adapter: str, base_model: str) -> None:
-    """``--adapter`` names a usable adapter folder, or an intrinsic the libraries hold."""
-    from mellea_local.adapters import resolve_adapter
-    from mellea_local.adapters.library import base_model_name, default_library_roots
-    from mellea_local.errors import AdapterError, AdapterNotFoundError
-
-    path = Path(adapter).expanduser()
-    if not adapter.strip():
-        raise AdapterError("--adapter is empty; pass an adapter folder or an intrinsic name "
-                         "such as 'requirement-check'.")
-    if not path.is_dir() and (path.exists() or _looks_like_path(adapter)):
-        raise AdapterNotFoundError(
-            f"--adapter {adapter!r}: no such folder; pass a folder holding adapter_config.json, "
-            "adapter_model.safetensors and io.yaml, or an intrinsic name such as "
-            "'requirement-check'."
-        )
-    try:
-        resolve_adapter(path if path.is_dir() else adapter, base_model=base_model)
-    except AdapterNotFoundError:
-        if path.is_dir():
-            raise
-        roots = ", ".join(str(r) for r in default_library_roots()) or "none"
-        raise AdapterNotFoundError(
-            f"--adapter {adapter!r}: no folder of that name here, and no adapter for the "
-            f"intrinsic {adapter!r} on model {base_model_name(base_model)!r} in the adapter "
-            f"libraries ({roots}); pass --adapter with an adapter folder."
-        ) from None
-    except AdapterError as exc:
-        raise AdapterError(f"--adapter {adapter!r}: {exc}") from None
-
-
-def load_backend(
-    model: str, *, device: str | None = None, dtype: str | None = None,
-    adapter: str | None = None,
-) -> Any:
-    """The backend for ``--model``: the embedded model, a local folder or a cached hub id.
-
-    The arguments (``adapter`` too, which is only checked here) are validated first, so a
-    typo costs no model load.
-    """
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    check_model_args(model, dtype=dtype, adapter=adapter)
-    from mellea_local.backends.huggingface import LocalHFBackend
-
-    if model == EMBEDDED:
-        return LocalHFBackend.embedded(device=device or "cpu")
-    path = Path(model).expanduser()
-    return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype)
-
-
-def add_cli_adapter(backend: Any, adapter: str) -> str:
-    """Load ``--adapter`` (a folder or a library entry) and return its name on the backend."""
-    # An existing folder wins over an intrinsic of the same name ("adapter" in the current
-    # directory); otherwise the library tells a path from a name and words its own errors.
-    path = Path(adapter).expanduser()
-    loaded = backend.add_adapter(path if path.is_dir() else adapter, name="cli-adapter")
-    return str(loaded.name)
-
-
-def read_utf8(path: Path, what: str, error: type[Exception] = ValueError) -> str:
-    """The text of ``path``; a file that is not UTF-8 is an ``error`` naming it and the byte."""
-    try:
-        return path.read_text("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(
-            f"{what} {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-            f"offset {exc.start}); save it as UTF-8."
-        ) from None
-    except OSError as exc:
-        raise error(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}.") from None
-
-
 def check_text(value: str, what: str) -> str:
     """Command-line text must be UTF-8: undecodable bytes arrive as lone surrogates."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
+        raise InvalidInputError(
             f"{what} holds bytes that are not UTF-8 text (at character {exc.start}); pass "
             "UTF-8 text."
         ) from None

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import ChatContext, Context
+from mellea_local.errors import InvalidInputError
 from mellea_local.messages import ToolMessage
 from mellea_local.options import ModelOption
 from mellea_local.react import react
@@ -85,7 +86,9 @@ def parse_lookup(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--lookup takes KEY=VALUE, got {pair!r}; e.g. --lookup paris=france")
+            raise InvalidInputError(
+                f"--lookup takes KEY=VALUE, got {pair!r}; e.g. --lookup paris=france"
+            )
         table[key.strip()] = value.strip()
     return table
 

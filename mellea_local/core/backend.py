@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from mellea_local.core.thunk import ModelOutputThunk
 
 
+REQUIREMENT_CHECK = "requirement-check"
+"""The intrinsic ``score_requirements`` runs by default (the peer's contract); the one place
+the name is written (``mellea_local.intrinsics.REQUIREMENT_CHECK`` re-exports it)."""
+
+
 class _BackendMeta(abc.ABCMeta):
     """Counts ``_generate_from_context`` (the peer's hook) as implementing generation."""
 
@@ -87,7 +92,7 @@ class Backend(metaclass=_BackendMeta):
         ctx: Context,
         descriptions: Sequence[str],
         *,
-        intrinsic_name: str = "requirement-check",
+        intrinsic_name: str = REQUIREMENT_CHECK,
         model_options: dict[str, Any] | None = None,
     ) -> list[str]:
         """Judge the last output in ``ctx`` against each description, as one batch.

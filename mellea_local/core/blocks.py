@@ -13,6 +13,8 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
+from mellea_local.errors import InputTypeError, InvalidInputError
+
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_DATA_URI = "data:image/png;base64,"
 _AUDIO_DATA_URI = re.compile(r"data:audio/([A-Za-z0-9.+-]+);base64,")
@@ -30,7 +32,7 @@ class CBlock:
         self, value: str | None, meta: dict[str, Any] | None = None, *, cache: bool = False
     ):
         if value is not None and not isinstance(value, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"CBlock value should always be a string or None, got {type(value).__name__}; "
                 "convert it with str() or wrap structured data in a Component."
             )
@@ -45,7 +47,7 @@ class CBlock:
     @value.setter
     def value(self, v: str | None) -> None:
         if v is not None and not isinstance(v, str):
-            raise TypeError(f"CBlock value must be a str or None, got {type(v).__name__}.")
+            raise InputTypeError(f"CBlock value must be a str or None, got {type(v).__name__}.")
         self._underlying_value = v
 
     @property
@@ -63,7 +65,7 @@ def _decode_base64(value: str, what: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ValueError(
+        raise InvalidInputError(
             f"Invalid base64 in the {what} value ({exc}); pass "
             "base64.b64encode(data).decode()."
         ) from exc
@@ -87,7 +89,7 @@ def _audio_format(mime_subtype: str) -> str:
 
 def _checked_format(format: object, what: str) -> str:
     if not isinstance(format, str) or not format.strip():
-        raise ValueError(
+        raise InvalidInputError(
             f"{what} format must be a non-empty string such as 'wav' or 'mp3', got "
             f"{format!r}; pass format=, or a data:audio/<format>;base64, URI."
         )
@@ -96,10 +98,10 @@ def _checked_format(format: object, what: str) -> str:
 
 def _check_http_url(url: object, what: str) -> str:
     if not isinstance(url, str):
-        raise TypeError(f"{what} URL must be a str, got {type(url).__name__}.")
+        raise InputTypeError(f"{what} URL must be a str, got {type(url).__name__}.")
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(
+        raise InvalidInputError(
             f"{what} accepts only http(s) URLs with a host, got {url!r}; "
             "for local data use the base64 block instead."
         )
@@ -115,11 +117,13 @@ class ImageBlock(CBlock):
 
     def __init__(self, value: str, meta: dict[str, Any] | None = None):
         if not isinstance(value, str):
-            raise TypeError(f"ImageBlock value must be base64 text, got {type(value).__name__}.")
+            raise InputTypeError(
+                f"ImageBlock value must be base64 text, got {type(value).__name__}."
+            )
         if value.startswith(_PNG_DATA_URI):
             value = value[len(_PNG_DATA_URI) :]
         if not _decode_base64(value, "ImageBlock").startswith(_PNG_SIGNATURE):
-            raise ValueError(
+            raise InvalidInputError(
                 "ImageBlock value is base64 but not a PNG image; convert the image to PNG "
                 "(e.g. with Pillow: img.save(buf, format='PNG')) before encoding it."
             )
@@ -165,11 +169,15 @@ class AudioBlock(CBlock):
         self, value: str, meta: dict[str, Any] | None = None, *, format: str | None = None
     ):
         if not isinstance(value, str):
-            raise TypeError(f"AudioBlock value must be base64 text, got {type(value).__name__}.")
+            raise InputTypeError(
+                f"AudioBlock value must be base64 text, got {type(value).__name__}."
+            )
         match = _AUDIO_DATA_URI.match(value)
         payload = value[match.end():] if match else value
         if not _decode_base64(payload, "AudioBlock"):
-            raise ValueError("AudioBlock value decodes to no bytes; pass non-empty audio data.")
+            raise InvalidInputError(
+                "AudioBlock value decodes to no bytes; pass non-empty audio data."
+            )
         if format is None and match:
             format = _audio_format(match.group(1))
         self.format = _checked_format(format, "AudioBlock")
@@ -217,7 +225,7 @@ def make_image_block(
             return ImageBlock(block.resolve_base64(), meta) if convert_to_base64 else block
         if ImageBlock.is_valid_base64_png(image):
             return ImageBlock(image, meta)
-        raise ValueError(
+        raise InvalidInputError(
             f"make_image_block could not interpret the string {image[:40]!r}: pass an http(s) "
             "URL, PNG base64 text or a data:image/png;base64, URI."
         )
@@ -227,7 +235,7 @@ def make_image_block(
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return ImageBlock.from_png_bytes(buffer.getvalue(), meta)
-    raise TypeError(
+    raise InputTypeError(
         f"make_image_block expects a PIL image or a string (URL or base64), got "
         f"{type(image).__name__}."
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from mellea_local.errors import InvalidInputError
+from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.core.turn import has_role
+from mellea_local.errors import InputTypeError, InvalidInputError
 
 if TYPE_CHECKING:
     from mellea_local.core.component import Span
@@ -38,12 +40,6 @@ class InlineCompactor:
         raise NotImplementedError(f"{type(self).__name__} must implement compact(ctx).")
 
 
-def _has_role(span: Any, role: str) -> bool:
-    from mellea_local.messages import Message  # messages imports core: import late
-
-    return isinstance(span, Message) and span.role == role
-
-
 def pin_nothing(spans: list[Span]) -> int:
     """Pin nothing: every entry may be dropped."""
     return 0
@@ -52,7 +48,7 @@ def pin_nothing(spans: list[Span]) -> int:
 def pin_system(spans: list[Span]) -> int:
     """Pin the leading run of system messages (the instructions the model runs under)."""
     n = 0
-    while n < len(spans) and _has_role(spans[n], "system"):
+    while n < len(spans) and has_role(spans[n], "system"):
         n += 1
     return n
 
@@ -60,7 +56,7 @@ def pin_system(spans: list[Span]) -> int:
 def pin_system_and_initial_user(spans: list[Span]) -> int:
     """Pin the leading system messages plus the first user message right after them."""
     n = pin_system(spans)
-    if n < len(spans) and _has_role(spans[n], "user"):
+    if n < len(spans) and has_role(spans[n], "user"):
         n += 1
     return n
 
@@ -69,10 +65,12 @@ def pinned_split(ctx: Context, pin_predicate: PinPredicate, who: str) -> tuple[l
     """The history as a list and how many leading entries the predicate pins (checked)."""
     spans = ctx.as_list()
     if spans is None:
-        raise ValueError(f"{who} needs a linear history; {type(ctx).__name__} is not linear.")
+        raise InvalidInputError(
+            f"{who} needs a linear history; {type(ctx).__name__} is not linear."
+        )
     pinned = pin_predicate(spans)
     if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
-        raise ValueError(
+        raise InvalidInputError(
             f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
             "how many leading entries to pin, an int from 0 to len(spans)."
         )
@@ -110,8 +108,6 @@ class WindowCompactor(InlineCompactor):
 def _last_usage_tokens(ctx: Context) -> int | None:
     """Tokens the newest model output with usage figures reported (total, else prompt +
     completion); None when no output in the history reports usage."""
-    from mellea_local.core.thunk import ModelOutputThunk  # thunk imports this package's peers
-
     for span in reversed(ctx.as_list() or []):
         usage = span.usage if isinstance(span, ModelOutputThunk) else None
         if not usage:
@@ -131,12 +127,12 @@ class ThresholdCompactor(InlineCompactor):
 
     def __init__(self, inner: Compactor[Any], *, threshold: int) -> None:
         if not callable(getattr(inner, "compact", None)):
-            raise TypeError(
+            raise InputTypeError(
                 f"ThresholdCompactor wraps a compactor with compact(ctx), got "
                 f"{type(inner).__name__}."
             )
         if isinstance(threshold, bool) or not isinstance(threshold, int):
-            raise TypeError(f"threshold must be an int (tokens), got {threshold!r}.")
+            raise InputTypeError(f"threshold must be an int (tokens), got {threshold!r}.")
         self.inner = inner
         self.threshold = threshold
 

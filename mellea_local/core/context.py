@@ -12,16 +12,15 @@ import abc
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import Compactor, InlineCompactor, WindowCompactor, pin_system
-from mellea_local.core.component import Span
+from mellea_local.core.component import Component, Span
+from mellea_local.core.text import component_text, unrenderable
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.core.turn import ChatTurn, has_role
 from mellea_local.errors import InputTypeError, InvalidInputError
-
-if TYPE_CHECKING:
-    from mellea_local.messages import Message
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class ContextTurn:
     """The newest exchange: what the model answered (``output``) and the entry before it."""
 
     model_input: Span | None
-    output: ModelOutputThunk[Any] | Message | None
+    output: ModelOutputThunk[Any] | ChatTurn | None
 
 
 def _check_span(data: object) -> None:
@@ -47,11 +46,7 @@ def _check_span(data: object) -> None:
 
 
 def _is_model_answer(data: object) -> bool:
-    from mellea_local.messages import Message  # messages imports core: import late
-
-    if isinstance(data, ModelOutputThunk):
-        return True
-    return isinstance(data, Message) and data.role == "assistant"
+    return isinstance(data, ModelOutputThunk) or has_role(data, "assistant")
 
 
 class Context(abc.ABC):
@@ -176,10 +171,10 @@ def _estimated_tokens(span: Span) -> int:
         text = str(span)
     elif isinstance(getattr(span, "content", None), str):
         text = span.content  # type: ignore[union-attr]
+    elif isinstance(span, Component):
+        text = component_text(span)  # what rendering shows of it as one chat turn
     else:
-        from mellea_local.rendering.chat import to_chat_messages  # rendering imports core
-
-        text = "".join(m.content for m in to_chat_messages([span]))
+        raise unrenderable(span)
     return max(1, len(text) // 4)
 
 

@@ -12,7 +12,7 @@ import base64
 import threading
 from collections import OrderedDict
 
-from mellea_local.errors import UnsupportedInputError
+from mellea_local.errors import InvalidInputError, UnsupportedInputError
 
 try:  # optional: the package itself never needs the network
     import requests
@@ -38,16 +38,18 @@ def _download_image_as_base64(url: str) -> str:
             response.raise_for_status()
             declared = response.headers.get("Content-Length")
             if declared is not None and int(declared) > limit:
-                raise ValueError(f"The image at {url!r} ({declared} bytes) exceeds the "
-                                 f"{limit}-byte download limit.")
+                raise InvalidInputError(f"The image at {url!r} ({declared} bytes) exceeds the "
+                                        f"{limit}-byte download limit.")
             body = response.raw.read(limit + 1, decode_content=True)
     except requests.RequestException as exc:
-        raise ValueError(f"Failed to download the image at {url!r}: {exc}") from exc
+        raise InvalidInputError(f"Failed to download the image at {url!r}: {exc}") from exc
     if len(body) > limit:
-        raise ValueError(f"The image at {url!r} exceeds the {limit}-byte download limit.")
+        raise InvalidInputError(f"The image at {url!r} exceeds the {limit}-byte download limit.")
     if not body.startswith(_PNG_SIGNATURE):
-        raise ValueError(f"The image at {url!r} is not a PNG; convert it and pass the bytes to "
-                         "ImageBlock.from_png_bytes().")
+        raise InvalidInputError(
+            f"The image at {url!r} is not a PNG; convert it and pass the bytes to "
+            "ImageBlock.from_png_bytes()."
+        )
     return base64.b64encode(body).decode("ascii")
 
 

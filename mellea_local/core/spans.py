@@ -7,6 +7,7 @@ from typing import Any
 from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
 from mellea_local.core.component import Component, Span
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InputTypeError, InvalidInputError
 
 __all__ = ["blockify", "generate_walk", "get_audio_from_component", "get_images_from_component"]
 
@@ -17,7 +18,7 @@ def blockify(s: str | Span) -> Span:
         return CBlock(s)
     if isinstance(s, (CBlock, ModelOutputThunk, Component)):
         return s
-    raise TypeError(
+    raise InputTypeError(
         f"blockify takes a str, CBlock, Component or ModelOutputThunk, got {type(s).__name__}."
     )
 
@@ -30,7 +31,7 @@ def generate_walk(c: Span) -> list[ModelOutputThunk[Any]]:
         return []
     if isinstance(c, Component):
         return [mot for part in c.parts() for mot in generate_walk(part)]
-    raise ValueError(
+    raise InvalidInputError(
         f"parts() should only contain CBlocks, Components or ModelOutputThunks; found "
         f"{type(c).__name__}."
     )

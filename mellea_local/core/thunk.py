@@ -22,7 +22,12 @@ from typing import Any, Generic, TypeVar
 from mellea_local.core.component import Component, parse
 from mellea_local.core.generation import GenerateLog, GenerationMetadata, RawProviderResponse
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import ThunkStateError
+from mellea_local.errors import (
+    InputTypeError,
+    InvalidInputError,
+    InvalidStateError,
+    ThunkStateError,
+)
 
 S = TypeVar("S")
 
@@ -86,7 +91,7 @@ class ModelOutputThunk(Generic[S]):
         finish_reason: str | None = None,
     ):
         if value is not None and not isinstance(value, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"ModelOutputThunk value must be a str or None, got {type(value).__name__}; "
                 "put structured results in parsed_repr."
             )
@@ -125,7 +130,7 @@ class ModelOutputThunk(Generic[S]):
     @value.setter
     def value(self, v: str | None) -> None:
         if v is not None and not isinstance(v, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"ModelOutputThunk value must be a str or None, got {type(v).__name__}."
             )
         self._underlying_value = v
@@ -142,7 +147,7 @@ class ModelOutputThunk(Generic[S]):
     @tool_calls.setter
     def tool_calls(self, calls: list[ModelToolCall] | None) -> None:
         if isinstance(calls, dict):
-            raise TypeError(
+            raise InputTypeError(
                 "ModelOutputThunk.tool_calls is a list of ModelToolCall (call order kept, a "
                 "tool may be called twice); pass list(calls.values()) instead of a dict."
             )
@@ -150,7 +155,7 @@ class ModelOutputThunk(Generic[S]):
             calls = list(calls)
             bad = next((c for c in calls if not isinstance(c, ModelToolCall)), None)
             if bad is not None:
-                raise TypeError(
+                raise InputTypeError(
                     f"ModelOutputThunk.tool_calls holds ModelToolCall objects, got "
                     f"{type(bad).__name__}; build one with ModelToolCall(name, func, args)."
                 )
@@ -230,12 +235,12 @@ class ModelOutputThunk(Generic[S]):
         """Arm the thunk for streaming; must run on the event-loop thread of the consumer."""
         loop = asyncio.get_running_loop()  # RuntimeError off the loop, which is what we want
         if self._computed:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "This ModelOutputThunk is already computed; start a generation on a fresh "
                 "ModelOutputThunk(None)."
             )
         if self._queue is not None:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "A generation is already running on this ModelOutputThunk; use a fresh one."
             )
         self._action = action
@@ -250,7 +255,7 @@ class ModelOutputThunk(Generic[S]):
         if self._cancelled or self._computed or self._error is not None:
             return  # a worker still pushing after the end: nobody is listening
         if loop is None or queue is None:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "ModelOutputThunk._start_generation() must be called before pushing output."
             )
         try:
@@ -263,7 +268,7 @@ class ModelOutputThunk(Generic[S]):
     def _push_delta(self, text: str) -> None:
         """Append generated text; safe from any thread."""
         if not isinstance(text, str):
-            raise TypeError(f"_push_delta expects a str, got {type(text).__name__}.")
+            raise InputTypeError(f"_push_delta expects a str, got {type(text).__name__}.")
         self._push(text)
 
     def _push_done(self) -> None:
@@ -284,12 +289,12 @@ class ModelOutputThunk(Generic[S]):
         if self._error is not None:
             raise self._error
         if self._computed:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "This ModelOutputThunk is already computed; read .value instead of streaming."
             )
         queue = self._queue
         if queue is None:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "No generation was started for this ModelOutputThunk; get thunks from a "
                 "backend's generate_from_context()."
             )
@@ -363,7 +368,7 @@ class ModelOutputThunk(Generic[S]):
     def __aiter__(self) -> AsyncIterator[str]:
         """Iterate over the deltas; one consumer only. A computed thunk yields nothing."""
         if self._iterating:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "This ModelOutputThunk already has a consumer; iterate it from one place only."
             )
         self._iterating = True
@@ -424,7 +429,7 @@ class ModelOutputThunk(Generic[S]):
 
     def _require_computed_for_copy(self) -> None:
         if not self._computed:
-            raise RuntimeError(
+            raise InvalidStateError(
                 "Cannot copy an uncomputed ModelOutputThunk: the copy would not receive the "
                 "rest of the stream. Await mot.avalue() first."
             )
@@ -463,22 +468,22 @@ class ComputedModelOutputThunk(ModelOutputThunk[S]):
 
     def __new__(cls, mot: ModelOutputThunk[S]) -> ComputedModelOutputThunk[S]:
         if not isinstance(mot, ModelOutputThunk):
-            raise TypeError(
+            raise InputTypeError(
                 "ComputedModelOutputThunk requires a computed ModelOutputThunk; got "
                 f"{type(mot).__name__}."
             )
         if mot._error is not None:
-            raise ValueError(
+            raise InvalidInputError(
                 f"This ModelOutputThunk ended with an error ({mot._error!r}); handle the error "
                 "instead of marking the output computed."
             ) from mot._error
         if not mot.is_computed():
-            raise ValueError(
+            raise InvalidInputError(
                 "ComputedModelOutputThunk requires a computed ModelOutputThunk; await "
                 "mot.avalue() first."
             )
         if not isinstance(mot.value, str):
-            raise ValueError(
+            raise InvalidInputError(
                 "ComputedModelOutputThunk requires a non-None value (a str); set mot.value "
                 "first."
             )
@@ -503,7 +508,7 @@ class ComputedModelOutputThunk(ModelOutputThunk[S]):
         super().__setattr__(name, value)
 
     async def astream(self) -> str:
-        raise RuntimeError(
+        raise InvalidStateError(
             "Cannot stream from a ComputedModelOutputThunk: it is finished; read .value "
             "instead."
         )

@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from mellea_local.errors import EmbeddedModelError
+
 SPACE = "\u0120"  # byte-level BPE's spelling of a leading space
 
 
@@ -66,7 +68,9 @@ class FactoredEmbedding(nn.Module):
             key_index.append(keys.setdefault(key, len(keys)))
             form_index.append(forms.setdefault(form, len(forms)))
         if initial.shape[0] != len(key_index):
-            raise ValueError(f"initial has {initial.shape[0]} rows for {len(key_index)} tokens")
+            raise EmbeddedModelError(
+                f"initial has {initial.shape[0]} rows for {len(key_index)} tokens"
+            )
         self.own = nn.Parameter(initial.detach().clone())
         self.word = nn.Parameter(initial.new_zeros(len(keys), initial.shape[1]))
         self.form = nn.Parameter(initial.new_zeros(len(forms), initial.shape[1]))

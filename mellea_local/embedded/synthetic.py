@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mellea_local.errors import EmbeddedModelError, InvalidInputError
+
 from .corpus import CAPITALS, REQUIREMENT_PHRASINGS, WORDS, requirement_check_text
 
 Vocab = Literal["train", "unseen"]
@@ -116,7 +118,7 @@ def ends_with_question_mark(text: str) -> bool:
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise InvalidInputError(f"{name} is not JSON")
 
 
 def is_valid_json(text: str) -> bool:
@@ -368,7 +370,7 @@ def _response_for(
         else:
             text = _break_json(rng, _json_text(rng, src))
         return text, slots, None
-    raise ValueError(f"Unknown requirement family {family!r}; use one of {FAMILIES}.")
+    raise InvalidInputError(f"Unknown requirement family {family!r}; use one of {FAMILIES}.")
 
 
 def _question(rng: random.Random, src: WordSource, word: str | None) -> str:
@@ -392,7 +394,7 @@ def check_example(
                 vocab == "train" or has_unseen_word(response)):
             break
     else:  # pragma: no cover - every family hits its label within a few draws
-        raise RuntimeError(f"could not draw a {family} example with label {label}")
+        raise EmbeddedModelError(f"could not draw a {family} example with label {label}")
     messages: list[dict[str, Any]] = []
     if rng.random() < 0.15:
         messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
@@ -599,7 +601,7 @@ def chat_check_example(rng: random.Random, family: str, label: bool) -> CheckExa
         slots = _chat_slots(rng, family, label, messages)
         if PREDICATES[family](str(messages[-1]["content"]), slots) == label:
             return CheckExample(family, requirement_for(family, **slots), messages, label, slots)
-    raise RuntimeError(  # pragma: no cover - every family hits its label within a few draws
+    raise EmbeddedModelError(  # pragma: no cover - every family hits its label within a few draws
         f"could not draw a chat answer for {family} with label {label}")
 
 

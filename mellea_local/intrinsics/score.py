@@ -7,9 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import AdapterSchemaMismatchError
 
-REQUIREMENT_CHECK = "requirement-check"
+__all__ = ["REQUIREMENT_CHECK", "requirement_check_value"]
 
 
 def requirement_check_value(result: Any, name: str = REQUIREMENT_CHECK) -> float:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mellea_local.errors import InvalidInputError
 from mellea_local.parsing.tool_schema import validate_arguments
 
 __all__ = [
@@ -184,13 +185,13 @@ def parse_with_tokenizer(
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise InvalidInputError(f"{name} is not valid JSON")
 
 
 def _finite_float(text: str) -> float:
     number = float(text)
     if not math.isfinite(number):
-        raise ValueError(f"{text} does not fit in a float")
+        raise InvalidInputError(f"{text} does not fit in a float")
     return number
 
 

@@ -144,7 +144,7 @@ class ReactThought(Component[str]):
 
     def __init__(self, prompt: str = THOUGHT_PROMPT) -> None:
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("A ReactThought prompt must be a non-empty string.")
+            raise InvalidInputError("A ReactThought prompt must be a non-empty string.")
         self.prompt = prompt
 
     def parts(self) -> list[Span]:

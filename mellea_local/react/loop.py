@@ -17,7 +17,12 @@ from mellea_local.core.backend import Backend
 from mellea_local.core.context import ChatContext, Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import InputTypeError, InvalidInputError, ToolArgumentsError
+from mellea_local.errors import (
+    InputTypeError,
+    InvalidInputError,
+    ReactLoopError,
+    ToolArgumentsError,
+)
 from mellea_local.messages import ToolMessage
 from mellea_local.options import ModelOption, merge_options
 from mellea_local.react.components import (
@@ -112,18 +117,18 @@ async def _observe(
 def _compact(compactor: Any, ctx: ChatContext, initiator: ReactInitiator) -> ChatContext:
     compacted = compactor.compact(ctx)
     if not isinstance(compacted, ChatContext):
-        raise TypeError(
+        raise InputTypeError(
             f"{type(compactor).__name__}.compact returned {type(compacted).__name__}; a "
             "compactor used with react must return a ChatContext (build it with "
             "ctx.with_history(spans))."
         )
     if not any(span is initiator for span in compacted.as_list() or []):
-        raise ValueError(
+        raise InvalidInputError(
             f"{type(compactor).__name__} dropped the ReactInitiator, which holds the goal and "
             "the tools; compose the compactor with pin_react_initiator."
         )
     if _ends_with_user_turn(compacted):
-        raise ValueError(
+        raise InvalidInputError(
             f"{type(compactor).__name__} left the context ending with a user turn, so the "
             "next thought would make two consecutive user turns; keep at least the newest "
             "turn's observations (e.g. a window of size >= 1)."
@@ -164,7 +169,7 @@ async def react(
         )
     _check_budget(loop_budget)
     if compactor is not None and not callable(getattr(compactor, "compact", None)):
-        raise TypeError(
+        raise InputTypeError(
             f"compactor must have a compact(ctx) method, got {type(compactor).__name__}."
         )
     opts = merge_options(None, model_options)
@@ -172,13 +177,13 @@ async def react(
     initiator = ReactInitiator(goal, [*_as_list(tools), *extra_tools])
     tool_map = initiator.tool_map
     if _ends_with_user_turn(context):
-        raise ValueError(
+        raise InvalidInputError(
             "The context ends with a user turn and the ReACT goal is another one; strict chat "
             "templates reject two user turns in a row. Put that request into the goal, or pass "
             "a context that ends with an assistant or system turn."
         )
     if loop_budget == 0:
-        raise RuntimeError(
+        raise ReactLoopError(
             "could not complete react loop in 0 iterations; give loop_budget >= 1 (or -1)."
         )
 
@@ -203,7 +208,7 @@ async def react(
         if compactor is not None:
             context = _compact(compactor, context, initiator)
         action = ReactThought()
-    raise RuntimeError(
+    raise ReactLoopError(
         f"could not complete react loop in {loop_budget} iterations: the model never called "
         f"{MELLEA_FINALIZER_TOOL} alone. Raise loop_budget, simplify the goal or check the "
         "tool results in the context."
@@ -212,7 +217,7 @@ async def react(
 
 def _require_chat(ctx: Context, backend: Backend) -> ChatContext:
     if not isinstance(ctx, ChatContext):
-        raise TypeError(
+        raise InputTypeError(
             f"{type(backend).__name__}.generate_from_context returned a {type(ctx).__name__}; "
             "it must return the ChatContext it was given, extended."
         )

@@ -11,42 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import jinja2
-
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span
+from mellea_local.core.text import component_text, unrenderable, with_documents
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import InputTypeError
 from mellea_local.messages import Message, ToolMessage, message_from_template_representation
 
-_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
-
-
-def component_text(component: Component[Any]) -> str:
-    """The text a component shows the model.
-
-    An inline ``template`` is rendered with the representation's args; otherwise the
-    ``content`` arg (or, failing that, the non-empty args in order) is the text.
-    """
-    tr = component.format_for_llm()
-    if isinstance(tr, str):
-        return tr
-    if tr.template:
-        return _JINJA.from_string(tr.template).render(**tr.args)
-    if "content" in tr.args:
-        return _with_documents(str(tr.args["content"] or ""), tr.args.get("documents"))
-    return "\n".join(str(v) for v in tr.args.values() if v not in (None, "", [], {}))
-
-
-def _with_documents(content: str, documents: Iterable[Any] | None) -> str:
-    """Documents are rendered inline after the content, one labelled block each."""
-    blocks = [content] if content else []
-    for i, doc in enumerate(documents or []):
-        doc_id = getattr(doc, "doc_id", None) or str(i)
-        title = getattr(doc, "title", None)
-        text = getattr(doc, "text", str(doc))
-        blocks.append(f"[Document {doc_id}]\n" + (f"{title}: {text}" if title else text))
-    return "\n\n".join(blocks)
+__all__ = ["component_text", "to_chat_messages", "to_message_dicts"]
 
 
 def _from_thunk(mot: ModelOutputThunk[Any]) -> Message:
@@ -88,10 +59,7 @@ def to_chat_messages(entries: Iterable[Span]) -> list[Message]:
                 out.append(message_from_template_representation(
                     tr, default_role="user", content=text))
         else:
-            raise InputTypeError(
-                f"Cannot render a {type(entry).__name__} as a chat turn; put Messages, "
-                "components or model outputs in the context."
-            )
+            raise unrenderable(entry)
     return out
 
 
@@ -115,7 +83,7 @@ def to_message_dicts(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """The dicts ``apply_chat_template`` reads; images and audio are checked elsewhere."""
     dicts: list[dict[str, Any]] = []
     for m in messages:
-        d: dict[str, Any] = {"role": m.role, "content": _with_documents(m.content, m.documents)}
+        d: dict[str, Any] = {"role": m.role, "content": with_documents(m.content, m.documents)}
         if m.role == "assistant":
             if m.thinking:
                 d["reasoning_content"] = m.thinking

@@ -66,7 +66,9 @@ class RenderedPrompt:
             return self.encode(tokenizer, 0, len(piece))
         if self.text.endswith(piece):
             return self.encode(tokenizer, len(self.text) - len(piece))
-        raise ValueError(f"{piece[:40]!r}... is neither a prefix nor a suffix of the prompt.")
+        raise InvalidInputError(
+            f"{piece[:40]!r}... is neither a prefix nor a suffix of the prompt."
+        )
 
 
 def _ids(tokenizer: Any, text: str, **kwargs: Any) -> list[int]:

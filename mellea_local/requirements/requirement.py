@@ -1,23 +1,33 @@
-"""Requirements: plain objects that say what an output must satisfy, and how to read verdicts.
+"""Requirements: plain objects that say what an output must satisfy and how they are judged.
 
-A requirement is checked one of three ways (``validate.py`` decides which): its own
-``validation_fn``; an intrinsic adapter that returns a score (``requirement_check_to_bool``
-reads it); or a model asked for yes/no (``output_to_bool`` reads the answer).
+A requirement is checked one of three ways: its own ``validation_fn``; an intrinsic adapter
+that returns a score (``requirement_check_to_bool`` reads it); or a model asked for yes/no
+(``output_to_bool`` reads the answer). Each class says which through two hooks,
+``_judging_intrinsic(backend)`` and ``_judge_reader()``; the checking engine
+(``checking.py``) asks them and runs the checks, so this module imports the engine and the
+engine never imports it. The verdict types live in ``result.py`` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import InputTypeError, InvalidInputError, ScoreJSONError
-from mellea_local.intrinsics.score import REQUIREMENT_CHECK, requirement_check_value
+from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.inputs import description_of
+from mellea_local.intrinsics.score import REQUIREMENT_CHECK
+from mellea_local.requirements.checking import check_requirements
+from mellea_local.requirements.result import (
+    PartialValidationResult,
+    ValidationResult,
+    default_output_to_bool,
+    requirement_check_score,
+    requirement_check_to_bool,
+)
 
 if TYPE_CHECKING:
     from mellea_local.core.backend import Backend
@@ -27,157 +37,6 @@ logger = logging.getLogger(__name__)
 
 
 ValidationFn = Callable[["Context"], "ValidationResult | bool | Awaitable[ValidationResult | bool]"]
-
-
-class ValidationResult:
-    """The verdict on one requirement; ``bool()`` is the verdict.
-
-    ``score`` is the adapter's probability that the requirement holds (when an adapter judged
-    it), ``thunk`` the judge's raw output, ``context`` what was judged. ``error`` records why
-    the verdict could not be read; a result with an error is never truthy.
-    """
-
-    def __init__(
-        self,
-        result: bool,
-        *,
-        reason: str | None = None,
-        score: float | None = None,
-        thunk: ModelOutputThunk[Any] | None = None,
-        context: Context | None = None,
-        error: BaseException | None = None,
-    ):
-        self._result = bool(result)
-        self._reason = reason
-        self._score = score
-        self._thunk = thunk
-        self._context = context
-        self._error = error
-
-    @property
-    def result(self) -> bool:
-        return self._result
-
-    @property
-    def reason(self) -> str | None:
-        return self._reason
-
-    @property
-    def score(self) -> float | None:
-        return self._score
-
-    @property
-    def thunk(self) -> ModelOutputThunk[Any] | None:
-        return self._thunk
-
-    @property
-    def context(self) -> Context | None:
-        return self._context
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
-
-    def as_bool(self) -> bool:
-        return self._result and self._error is None
-
-    def __bool__(self) -> bool:
-        return self.as_bool()
-
-    def __repr__(self) -> str:
-        extra = "".join(
-            f", {k}={v!r}"
-            for k, v in (("reason", self._reason), ("score", self._score), ("error", self._error))
-            if v is not None
-        )
-        return f"ValidationResult({self._result}{extra})"
-
-
-class PartialValidationResult:
-    """A verdict on a partial output: ``"pass"``, ``"fail"`` or ``"unknown"`` (not yet).
-
-    ``bool()`` is True only for ``"pass"``; the other fields are as in ``ValidationResult``.
-    """
-
-    STATES = ("pass", "fail", "unknown")
-
-    def __init__(
-        self,
-        success: str,
-        *,
-        reason: str | None = None,
-        score: float | None = None,
-        thunk: ModelOutputThunk[Any] | None = None,
-        context: Context | None = None,
-    ):
-        if success not in self.STATES:
-            raise ValueError(
-                f"success must be one of {self.STATES}, got {success!r}."
-            )
-        self.success = success
-        self.reason = reason
-        self.score = score
-        self.thunk = thunk
-        self.context = context
-
-    def as_bool(self) -> bool:
-        return self.success == "pass"
-
-    def __bool__(self) -> bool:
-        return self.as_bool()
-
-    def __repr__(self) -> str:
-        return (f"PartialValidationResult({self.success!r}, reason={self.reason!r}, "
-                f"score={self.score!r})")
-
-
-def _as_text(x: CBlock | ModelOutputThunk[Any] | str) -> str:
-    if isinstance(x, str):
-        return x
-    if isinstance(x, (CBlock, ModelOutputThunk)):
-        return str(x)
-    raise InputTypeError(
-        f"Expected a str, CBlock or ModelOutputThunk, got {type(x).__name__}; pass the output "
-        "text."
-    )
-
-
-def default_output_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
-    """Read a judge's yes/no answer: ``yes``/``y`` alone, or the word ``yes`` anywhere."""
-    text = _as_text(x).strip().upper()
-    if text in ("YES", "Y"):
-        return True
-    return "YES" in re.split(r"\W+", text)
-
-
-def requirement_check_score(x: CBlock | ModelOutputThunk[Any] | str) -> float:
-    """The probability in a requirement-check output ``{"requirement_check": {"score": p}}``.
-
-    Raises ``ScoreJSONError`` (a ``json.JSONDecodeError``) for text that is not JSON and
-    ``AdapterSchemaMismatchError`` for JSON of the wrong shape or a score that is missing,
-    a bool, not a real number, not finite, or outside [0, 1].
-    """
-    text = _as_text(x)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScoreJSONError(
-            f"A requirement-check output is not JSON ({exc.msg}; output {text[:80]!r}); it "
-            'must be {"requirement_check": {"score": p}}: check the adapter\'s io.yaml and '
-            "that the adapter fits this base model",
-            exc.doc, exc.pos,
-        ) from exc
-    except RecursionError as exc:  # JSON nested deeper than the parser's stack
-        raise ScoreJSONError(
-            "A requirement-check output nests too deeply to parse; it must be "
-            '{"requirement_check": {"score": p}}', text, 0,
-        ) from exc
-    return requirement_check_value(data)
-
-
-def requirement_check_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
-    """True iff the requirement-check score is above 0.5 (exactly 0.5 is not a pass)."""
-    return requirement_check_score(x) > 0.5
 
 
 _JUDGE_PROMPT = (
@@ -235,7 +94,7 @@ class Requirement(Component[bool]):
     def judge_prompt(self, output: str) -> str:
         """The yes/no question a judge model answers about ``output``."""
         if not self.description:
-            raise ValueError(
+            raise InvalidInputError(
                 "A model can only judge a Requirement with a description; give it one or a "
                 "validation_fn."
             )
@@ -243,6 +102,19 @@ class Requirement(Component[bool]):
 
     def _parse(self, computed: ModelOutputThunk[Any]) -> bool:
         return bool(self.output_to_bool(computed))
+
+    def _judging_intrinsic(self, backend: Backend) -> str | None:
+        """The intrinsic adapter that judges this requirement on ``backend``, or None for the
+        model's yes/no answer: requirement-check when the backend defaults to it."""
+        if backend.default_to_constraint_checking_alora and backend.supports_intrinsic(
+            REQUIREMENT_CHECK
+        ):
+            return REQUIREMENT_CHECK
+        return None
+
+    def _judge_reader(self) -> Callable[[Any], bool]:
+        """How a yes/no judge's answer is read."""
+        return self.output_to_bool
 
     async def validate(
         self,
@@ -258,9 +130,9 @@ class Requirement(Component[bool]):
         requirement-check adapter when it has one (the KV-reuse fast path), else the model's
         yes/no answer, whose bare "yes"/"no" becomes ``description`` as the reason.
         """
-        from mellea_local.requirements.validate import avalidate
-
-        [result] = await avalidate(
+        if self.validation_fn is None:
+            description_of(self, "requirement", fn_ok=True)
+        [result] = await check_requirements(
             [self], ctx, backend, format=format, model_options=model_options
         )
         return result
@@ -273,6 +145,9 @@ class LLMaJRequirement(Requirement):
     """A requirement always judged by the model's own yes/no answer, never by an adapter."""
 
     use_aloras = False
+
+    def _judging_intrinsic(self, backend: Backend) -> str | None:
+        return None
 
 
 class ALoraRequirement(Requirement):
@@ -293,6 +168,14 @@ class ALoraRequirement(Requirement):
             )
         super().__init__(description, output_to_bool=requirement_check_to_bool)
         self.intrinsic_name = intrinsic_name or REQUIREMENT_CHECK
+
+    def _judging_intrinsic(self, backend: Backend) -> str | None:
+        return self.intrinsic_name if backend.supports_intrinsic(self.intrinsic_name) else None
+
+    def _judge_reader(self) -> Callable[[Any], bool]:
+        # Without its adapter the model answers yes/no: this requirement's own parser reads
+        # the adapter's JSON and would reject every "yes".
+        return default_output_to_bool
 
     def __repr__(self) -> str:
         return f"ALoraRequirement({self.description!r}, intrinsic_name={self.intrinsic_name!r})"
@@ -348,8 +231,25 @@ def simple_validate(
             and isinstance(verdict[1], str)
         ):
             return ValidationResult(verdict[0], reason=verdict[1])
-        raise ValueError(
+        raise InvalidInputError(
             f"A simple_validate function must return a bool or (bool, str), got {verdict!r}."
         )
 
     return validate_last_output
+
+
+__all__ = [
+    "ALoraRequirement",
+    "LLMaJRequirement",
+    "PartialValidationResult",
+    "Requirement",
+    "ValidationFn",
+    "ValidationResult",
+    "check",
+    "default_output_to_bool",
+    "req",
+    "reqify",
+    "requirement_check_score",
+    "requirement_check_to_bool",
+    "simple_validate",
+]

@@ -13,6 +13,7 @@ from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
+from mellea_local.errors import InputTypeError, SyncInEventLoopError
 from mellea_local.requirements import Requirement
 from mellea_local.sampling.instruction import Instruction
 from mellea_local.sampling.result import SamplingResult
@@ -48,7 +49,7 @@ async def ainstruct(
     if strategy is None:
         strategy = RejectionSamplingStrategy(loop_budget=1)
     if not isinstance(strategy, BaseSamplingStrategy):
-        raise TypeError(
+        raise InputTypeError(
             f"strategy must be a sampling strategy (e.g. RejectionSamplingStrategy), got "
             f"{type(strategy).__name__}."
         )
@@ -77,6 +78,6 @@ def instruct(
             ainstruct(description, context, backend, requirements=requirements,
                       strategy=strategy, format=format, model_options=model_options)
         )
-    raise RuntimeError(
+    raise SyncInEventLoopError(
         "instruct() cannot run inside a running event loop; use `await ainstruct(...)`."
     )

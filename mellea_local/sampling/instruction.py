@@ -13,6 +13,7 @@ from typing import Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InvalidInputError
 from mellea_local.requirements import Requirement, reqify
 
 __all__ = ["REPAIR_HEADER", "Instruction"]
@@ -38,7 +39,7 @@ class Instruction(Component[str]):
         repair: str | None = None,
     ) -> None:
         if not isinstance(description, str) or not description.strip():
-            raise ValueError("An Instruction needs a non-empty description of the task.")
+            raise InvalidInputError("An Instruction needs a non-empty description of the task.")
         self.description = CBlock(description)
         self.requirements = [reqify(r) for r in requirements or ()]
         self.repair = repair

@@ -8,6 +8,7 @@ from typing import Any
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
+from mellea_local.errors import IndexRangeError, InvalidInputError
 from mellea_local.requirements import ValidationResult
 
 __all__ = ["SamplingAttempt", "SamplingResult"]
@@ -52,9 +53,9 @@ class SamplingResult:
 
     def __post_init__(self) -> None:
         if not self.attempts:
-            raise ValueError("A SamplingResult needs at least one attempt.")
+            raise InvalidInputError("A SamplingResult needs at least one attempt.")
         if not -len(self.attempts) <= self.result_index < len(self.attempts):
-            raise IndexError(
+            raise IndexRangeError(
                 f"result_index {self.result_index} is out of range for {len(self.attempts)} "
                 "attempts."
             )

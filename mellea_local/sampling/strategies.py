@@ -26,6 +26,7 @@ from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import ChatContext, Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
+from mellea_local.errors import InputTypeError, InvalidInputError
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, merge_options
 from mellea_local.requirements import Requirement, avalidate, reqify
@@ -107,7 +108,7 @@ class BaseSamplingStrategy(abc.ABC):
         self, *, loop_budget: int = 1, requirements: Sequence[Requirement | str] | None = None
     ) -> None:
         if isinstance(loop_budget, bool) or not isinstance(loop_budget, int) or loop_budget < 1:
-            raise ValueError(f"loop_budget must be an int >= 1, got {loop_budget!r}.")
+            raise InvalidInputError(f"loop_budget must be an int >= 1, got {loop_budget!r}.")
         self._loop_budget = loop_budget
         self._requirements = tuple(combine_requirements(requirements))
 
@@ -200,7 +201,7 @@ class RepairTemplateStrategy(BaseSamplingStrategy):
 
     def check_call(self, action: Span, context: Context) -> None:
         if not isinstance(action, Instruction):
-            raise TypeError(
+            raise InputTypeError(
                 f"RepairTemplateStrategy repairs an Instruction, got {type(action).__name__}; "
                 "use RejectionSamplingStrategy or MultiTurnStrategy for other actions."
             )
@@ -229,7 +230,7 @@ class MultiTurnStrategy(BaseSamplingStrategy):
 
     def check_call(self, action: Span, context: Context) -> None:
         if not isinstance(context, ChatContext):
-            raise TypeError(
+            raise InputTypeError(
                 f"MultiTurnStrategy continues the conversation, so it needs a ChatContext, "
                 f"got {type(context).__name__}."
             )

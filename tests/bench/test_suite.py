@@ -45,7 +45,7 @@ def test_sized_models_are_deterministic(tiny_tokenizer):
 
 
 def test_accuracy_uses_the_embedded_adapters_when_shipped(bench_backend, tmp_path, monkeypatch):
-    import mellea_local.cli.options as options
+    import mellea_local.launch as options
 
     (tmp_path / "model.safetensors").write_bytes(b"")
     monkeypatch.setattr(suite, "_embedded_weights", lambda: tmp_path)
