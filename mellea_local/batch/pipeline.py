@@ -119,9 +119,10 @@ class BatchEvent:
     """One batch of results as the driver wrote it (for observers: progress, tests)."""
 
     keys: list[int]
-    pids: set[int]
+    pids: set[int]  # every actor process that has returned rows so far
     done: int
     total: int
+    duplicates: int = 0  # rows Ray delivered again (retried blocks), dropped by the driver
 
 
 @dataclass
@@ -287,10 +288,12 @@ def _run_pool(
                 keys.append(line)
                 progress.advance(task)
                 if observer is not None and len(keys) >= options.batch_size:
-                    observer(BatchEvent(keys, set(stats.pids), len(written), total))
+                    observer(BatchEvent(keys, set(stats.pids), len(written), total,
+                                        stats.duplicates))
                     keys = []
             if observer is not None and keys:
-                observer(BatchEvent(keys, set(stats.pids), len(written), total))
+                observer(BatchEvent(keys, set(stats.pids), len(written), total,
+                                    stats.duplicates))
         except BatchOptionError:
             raise
         except Exception as exc:

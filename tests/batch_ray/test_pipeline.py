@@ -244,3 +244,37 @@ def test_the_package_imports_without_ray():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.slow
+def test_two_sigkills_in_a_2000_line_run_lose_and_duplicate_nothing(ray_cluster, tmp_path):
+    """The issue's target: 2,000 lines, 2 actors, two actor processes SIGKILLed mid-run."""
+    from mellea_local.batch import BatchEvent, RayOptions, run
+
+    lines = [json.dumps({"id": i, "messages": [{"role": "user", "content": f"Name a city {i}"},
+                                               {"role": "assistant",
+                                                "content": "paris" if i % 3 else "rome"}],
+                         "requirements": ["Mention paris."]}) for i in range(1, 2001)]
+    data = write(tmp_path / "data.jsonl", lines)
+    killed: list[int] = []
+    last: list[BatchEvent] = []
+
+    def kill_twice(event: BatchEvent) -> None:
+        last[:] = [event]
+        due = len(killed) < 2 and event.done >= (0.2, 0.55)[len(killed)] * event.total
+        alive = sorted(event.pids - set(killed))
+        if due and alive:
+            pid = alive[-1]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    out = tmp_path / "ray.jsonl"
+    summary = run(data, out, options=RayOptions(actors=2, batch_size=8),
+                  observer=kill_twice)
+    numbers = [r["line"] for r in read_jsonl(out)]
+    assert len(killed) == 2
+    assert numbers == list(range(1, 2001))  # 0 lost, 0 duplicated, in input order
+    assert summary.checked == 2000 and not summary.errors
+    local = tmp_path / "local.jsonl"
+    assert _cli(data, "-o", local).exit_code == 0
+    assert_same_records(read_jsonl(out), read_jsonl(local))
