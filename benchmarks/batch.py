@@ -1,17 +1,23 @@
 """`check --engine local` vs `--engine ray` with 1 and 2 actors, on the embedded model.
 
 Per round (rounds interleave the modes, so drift hits all alike): the local engine in this
-process, then a fresh Ray (``ray.init`` timed: Ray's fixed start-up cost), a 1-actor run and a
-2-actor run over the same dataset, then ``ray.shutdown``. For every run:
+process (``local``: torch's default threads, what ``check`` runs with; ``local1``: one thread,
+what each CPU actor gets), then a fresh Ray (``ray.init`` timed: Ray's fixed start-up
+cost), a 1-actor run and a 2-actor run over the same dataset, then ``ray.shutdown``. For every
+run:
 
 - ``rows_per_s``: lines / wall time of the run (start-up included: what a user waits for);
-- ``steady_rows_per_s``: lines after the first result batch / time after it (the pool's
-  throughput once its actors hold their models; the local engine's is rows / check time);
+- ``steady_rows_per_s``: lines after every actor has returned its first batch / time after
+  that (the pool's throughput once all its models are loaded; local: rows / check time);
 - ``first_batch_s``: time to the first record (actor start + model load + one batch).
 
-Also the RSS of each actor process (sampled at the run's last batch), of the Ray daemons
-just after ``ray.init``, and a check that every mode wrote the same records (scores within
-1e-6). Medians over the rounds; ratios ray2/ray1 (target >= 1.6 on 2 cores) and ray/local.
+Because these machines share their cores, also two load-independent figures per Ray run:
+rows per actor CPU-second in the steady part (equal for 1 and 2 actors = no per-actor
+overhead from the pool, so throughput scales with the cores that are free) and the driver's
+CPU-ms per row. Also the RSS of each actor process (sampled at the run's last batch), of
+the Ray daemons just after ``ray.init``, and a check that every mode wrote the same records
+(scores within 1e-6). Medians over the rounds; ratios ray2/ray1 (target >= 1.6 on 2 cores)
+and ray/local.
 
 Usage: python benchmarks/batch.py [--lines 400] [--rounds 3] [--batch-size 8]
 Writes benchmarks/results/batch.json.
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
+DEFAULT_THREADS = __import__("torch").get_num_threads()  # what `check` runs with
 DAEMONS = ("raylet", "gcs_server", "dashboard", "log_monitor", "monitor.py", "runtime_env",
            "ray::IDLE")
 
@@ -44,6 +51,18 @@ def dataset(path: Path, n: int) -> Path:
                                 "requirements": ["Mention paris.", "Answer briefly."]}))
     path.write_text("\n".join(rows) + "\n")
     return path
+
+
+def cpu_s(pids: set[int]) -> float:
+    """User + system CPU seconds the processes have used so far."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+    return total
 
 
 def rss_mb(pids: set[int]) -> list[float]:
@@ -67,12 +86,13 @@ def daemons_mb() -> float:
     return total
 
 
-def run_local(data: Path, out: Path) -> dict[str, Any]:
+def run_local(data: Path, out: Path, threads: int | None) -> dict[str, Any]:
     import torch
     from rich.console import Console
 
     from mellea_local.cli.check import load_check_backend, run_check
 
+    torch.set_num_threads(threads or DEFAULT_THREADS)
     t0 = time.perf_counter()
     backend, name = load_check_backend("embedded")
     t1 = time.perf_counter()
@@ -90,22 +110,33 @@ def run_ray(data: Path, out: Path, actors: int, batch_size: int) -> dict[str, An
 
     from mellea_local.batch import BatchEvent, RayOptions, run
 
-    marks: list[tuple[float, int]] = []
+    marks: list[tuple[float, int, int]] = []  # (time, rows done, actors seen)
     rss: list[float] = []
+    cpu: list[float] = []  # actors' CPU seconds at the first full-pool mark and at the end
 
     def observe(event: BatchEvent) -> None:
-        marks.append((time.perf_counter(), event.done))
+        marks.append((time.perf_counter(), event.done, len(event.pids)))
+        if len(event.pids) >= actors and not cpu:
+            cpu.append(cpu_s(event.pids))
         if event.done == event.total:
             rss.extend(rss_mb(event.pids))
+            cpu.append(cpu_s(event.pids))
 
+    driver0 = time.process_time()
     t0 = time.perf_counter()
     summary = run(data, out, options=RayOptions(actors=actors, batch_size=batch_size),
                   console=Console(stderr=True, quiet=True), observer=observe)
     t2 = time.perf_counter()
-    (t1, first), = marks[:1]
+    # Steady state: from the moment every actor has returned a batch (all models loaded).
+    t1, first, _ = next((m for m in marks if m[2] >= actors), marks[0])
+    steady_rows = summary.checked - first
     return {"rows_per_s": summary.checked / (t2 - t0),
-            "steady_rows_per_s": (summary.checked - first) / (marks[-1][0] - t1),
-            "first_batch_s": t1 - t0, "actor_rss_mb": rss}
+            "steady_rows_per_s": steady_rows / (marks[-1][0] - t1),
+            "first_batch_s": marks[0][0] - t0, "actor_rss_mb": rss,
+            # Load-independent: rows per actor CPU-second in the steady part, and the
+            # driver's own CPU per row (reading results, writing records).
+            "rows_per_actor_cpu_s": steady_rows / max(cpu[-1] - cpu[0], 1e-9),
+            "driver_cpu_ms_per_row": 1000 * (time.process_time() - driver0) / summary.checked}
 
 
 def same_records(a: Path, b: Path) -> float:
@@ -133,14 +164,16 @@ def main() -> None:
 
     from mellea_local.bench.timing import machine_info
 
-    runs: dict[str, list[dict[str, Any]]] = {"local": [], "ray1": [], "ray2": []}
+    runs: dict[str, list[dict[str, Any]]] = {"local": [], "local1": [], "ray1": [],
+                                             "ray2": []}
     init_s, daemon_mb, diffs = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         data = dataset(root / "data.jsonl", args.lines)
         for r in range(args.rounds):
             outs = {m: root / f"{m}-{r}.jsonl" for m in runs}
-            runs["local"].append(run_local(data, outs["local"]))
+            runs["local"].append(run_local(data, outs["local"], None))
+            runs["local1"].append(run_local(data, outs["local1"], 1))
             t0 = time.perf_counter()
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
@@ -151,7 +184,7 @@ def main() -> None:
                     runs[m].append(run_ray(data, outs[m], n, args.batch_size))
             finally:
                 ray.shutdown()
-            diffs += [same_records(outs["local"], outs[m]) for m in ("ray1", "ray2")]
+            diffs += [same_records(outs["local"], outs[m]) for m in ("local1", "ray1", "ray2")]
             print(f"round {r + 1}/{args.rounds}: " + ", ".join(
                 f"{m} {runs[m][-1]['steady_rows_per_s']:.1f} rows/s" for m in runs), flush=True)
 
@@ -163,6 +196,8 @@ def main() -> None:
     for m in ("ray1", "ray2"):
         summary[m]["actor_rss_mb"] = statistics.median(
             v for x in runs[m] for v in x["actor_rss_mb"])
+        for k in ("rows_per_actor_cpu_s", "driver_cpu_ms_per_row"):
+            summary[m][k] = med(m, k)
     result = {
         "benchmark": "batch", "model": "embedded", **machine_info(),
         "lines": args.lines, "requirements_per_line": 2, "batch_size": args.batch_size,
@@ -174,6 +209,10 @@ def main() -> None:
             / summary["ray1"]["steady_rows_per_s"],
             "ray2_over_ray1_end_to_end": summary["ray2"]["rows_per_s"]
             / summary["ray1"]["rows_per_s"],
+            "ray2_over_ray1_per_cpu_s": summary["ray2"]["rows_per_actor_cpu_s"]
+            / summary["ray1"]["rows_per_actor_cpu_s"],
+            "ray1_over_local1_steady": summary["ray1"]["steady_rows_per_s"]
+            / summary["local1"]["steady_rows_per_s"],
             "ray1_over_local_steady": summary["ray1"]["steady_rows_per_s"]
             / summary["local"]["steady_rows_per_s"],
             "ray2_over_local_steady": summary["ray2"]["steady_rows_per_s"]
@@ -188,6 +227,9 @@ def main() -> None:
     for m, s in summary.items():
         print(f"{m:<6} {s['rows_per_s']:8.1f} {s['steady_rows_per_s']:8.1f} "
               f"{s['first_batch_s']:8.2f} {s.get('actor_rss_mb', float('nan')):9.0f}")
+    for m in ("ray1", "ray2"):
+        print(f"{m}: {summary[m]['rows_per_actor_cpu_s']:.1f} rows per actor CPU-second, "
+              f"driver {summary[m]['driver_cpu_ms_per_row']:.2f} CPU-ms per row")
     print(f"ray.init {result['ray_init_s']:.2f} s, Ray daemons {result['ray_daemons_rss_mb']:.0f}"
           f" MB RSS, max |score diff| vs local {result['max_score_diff_vs_local']:.1e}")
     for k, v in result["ratios"].items():

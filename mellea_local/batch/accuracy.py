@@ -19,6 +19,7 @@ from mellea_local.batch.actor import AccuracyActor, AccuracySpec
 from mellea_local.batch.pipeline import (
     RayOptions,
     StreamStats,
+    actor_device,
     check_resources,
     ray_session,
     require_ray,
@@ -43,8 +44,7 @@ def evaluate_accuracy_ray(
     options.validate()
     require_ray()
     check_model_args(model or EMBEDDED, dtype=dtype, adapter=adapter)
-    if options.gpus_per_actor > 0 and device is None:
-        device = "cuda"
+    device = actor_device(device, options)
     spec = AccuracySpec(model=model, adapter=adapter, device=device, dtype=dtype,
                         threads=options.threads)
     rows = [{"index": i, "text": json.dumps({"messages": it.messages,

@@ -114,3 +114,42 @@ def _add(pending: Pending, number: int, text: str, parse: Any) -> None:
         pending.errors.append((number, failure_reason(exc)))
         return
     pending.rows.append({"line": number, "text": text})
+
+
+def is_parquet_output(path: Path) -> bool:
+    return path.suffix.lower() in PARQUET_SUFFIXES
+
+
+def journal_for(output: Path) -> Path:
+    """Where a Parquet output's records are appended while the run goes (``OUT.jsonl``).
+
+    Parquet cannot be appended to, so the run writes ``check``'s JSONL records here (flushed,
+    resumable, exactly as a JSONL ``-o``) and converts them when it ends. Keep the journal to
+    resume or extend the run; the Parquet file is rewritten from it each time.
+    """
+    return output.with_name(output.name + ".jsonl")
+
+
+def write_parquet(journal: Path, output: Path) -> None:
+    """The journal's records, sorted by line, as one Parquet file (written atomically).
+
+    Columns are the record's fields; ``labels``/``correct`` are null on unlabelled lines.
+    An ``id`` column whose values mix JSON types (Parquet needs one) holds their JSON text.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mellea_local.cli.check import _records
+
+    records = sorted(_records(journal.read_text("utf-8")), key=lambda r: r["line"])
+    keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct"]
+    rows = [{k: r.get(k) for k in keys} for r in records]
+    try:
+        table = pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        table = pa.Table.from_pylist([dict(r, id=json.dumps(r["id"])) for r in rows])
+    if not rows:
+        table = pa.table({k: pa.array([], pa.null()) for k in keys})
+    tmp = output.with_name(output.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(output)

@@ -15,9 +15,11 @@ pending line is accounted for (a record, or an error naming it). Records are flu
 arrive, so an interrupted driver loses nothing either: a rerun over the same ``-o`` skips the
 finished lines with ``check``'s own ``read_done`` (torn last line included). The output is one
 JSONL file, record for record what ``--engine local`` writes, in input order
-(``preserve_order``), so the two compare line for line. A driver-written file costs nothing
-at this scale: the driver writes ~100-byte records while the actors spend milliseconds of
-model time per line.
+(``preserve_order``), so the two compare line for line. An ``-o`` ending in ``.parquet``
+gets the same records as Parquet, converted at the end from a JSONL journal beside it
+(``OUT.parquet.jsonl``, which is what resumes: Parquet cannot be appended to). A
+driver-written file costs nothing at this scale: the driver writes ~100-byte records while the
+actors spend milliseconds of model time per line.
 
 Why one row per conversation with all its requirements: the actor prefills the conversation
 once and runs its k checks as one batched call (the same ``check_item`` the local engine
@@ -42,7 +44,13 @@ from typing import Any
 from rich.console import Console
 
 from mellea_local.batch.actor import BackendSpec, CheckActor
-from mellea_local.batch.io import Pending, read_pending
+from mellea_local.batch.io import (
+    Pending,
+    is_parquet_output,
+    journal_for,
+    read_pending,
+    write_parquet,
+)
 from mellea_local.cli.check import (
     CheckSummary,
     guard_paths,
@@ -220,6 +228,22 @@ def stream(
         logging.getLogger("ray.data").setLevel(level)
 
 
+def actor_device(device: str | None, options: RayOptions) -> str | None:
+    """The device each actor loads on: Ray hands an actor its GPU(s) as ``cuda:0``, and an
+    actor with no GPU in ``num_gpus`` sees none, so ``--device cuda`` alone cannot work."""
+    if options.gpus_per_actor > 0:
+        if device is not None and not device.startswith("cuda"):
+            raise BatchOptionError(
+                f"--device {device} with --gpus-per-actor {options.gpus_per_actor:g}: GPU "
+                "actors load on cuda; leave out --device, or pass --gpus-per-actor 0.")
+        return "cuda"
+    if device is not None and device.startswith("cuda"):
+        raise BatchOptionError(
+            f"--device {device} with --engine ray needs --gpus-per-actor (e.g. 1): Ray gives "
+            "an actor a GPU only when it asks for one.")
+    return device
+
+
 def run(
     input_path: str | Path, output: str | Path, *, model: str = "embedded",
     adapter: str | None = None, device: str | None = None, dtype: str | None = None,
@@ -243,10 +267,12 @@ def run(
     if not input_path.is_file():
         read_pending(input_path, set())  # the missing-input error, worded for both formats
     guard_paths(input_path, output)
-    done = read_done(output)
+    parquet_out = is_parquet_output(output)
+    records = journal_for(output) if parquet_out else output
+    guard_paths(input_path, records)
+    done = read_done(records)
     check_model_args(model, dtype=dtype, adapter=adapter)
-    if options.gpus_per_actor > 0 and device is None:
-        device = "cuda"  # Ray gives each actor its own GPU(s) as cuda:0
+    device = actor_device(device, options)
     err = console or Console(stderr=True, soft_wrap=True)
     pending = read_pending(input_path, done)
     summary = CheckSummary(total=pending.total, skipped=pending.skipped)
@@ -257,8 +283,11 @@ def run(
     if pending.rows:
         spec = BackendSpec(model=model, device=device, dtype=dtype, adapter=adapter,
                            threads=options.threads)
-        _run_pool(pending, output, spec, options, summary, err, observer)
-    tally(output, summary)
+        _run_pool(pending, records, spec, options, summary, err, observer)
+    if parquet_out:
+        records.touch()
+        write_parquet(records, output)
+    tally(records, summary)
     return summary
 
 

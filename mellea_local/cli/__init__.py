@@ -170,6 +170,12 @@ def check(
                           dtype=dtype, options=options)  # type: ignore[arg-type]
         else:
             dataset_lines(input_path)  # a missing or unreadable input fails before the model
+            if output.suffix.lower() in (".parquet", ".pq"):
+                from mellea_local.errors import CheckFileError
+
+                raise CheckFileError(
+                    f"-o {str(output)!r}: Parquet output is written by --engine ray (pyarrow "
+                    "comes with its extra); add --engine ray, or pass a .jsonl output.")
             guard_paths(input_path, output)
             read_done(output)  # an unusable output fails here, before the model loads
             backend, name = load_check_backend(model, device=device, dtype=dtype,

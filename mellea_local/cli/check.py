@@ -11,6 +11,11 @@ Output, one JSON object per checked line: ``line`` (1-based input line number, t
 ``id``, ``requirements``, ``scores``, ``verdicts`` (score > 0.5) and, with labels, ``labels``
 and ``correct``. Each record is flushed as soon as it is written, so an interrupted run loses at
 most the line in flight, and a rerun skips every line already in the output.
+
+The per-line pieces (``parse_line``, ``check_item``, ``record``, ``encode_record``,
+``read_done``, ``tally``, the progress bar) are shared with ``--engine ray``
+(``mellea_local.batch``), whose actors run ``check_item`` on their own backends: the two
+engines' outputs compare line for line.
 """
 
 from __future__ import annotations

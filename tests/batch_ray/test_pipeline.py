@@ -141,13 +141,28 @@ def test_parquet_input_gives_the_jsonl_records(ray_cluster, mixed, tmp_path):
     data = tmp_path / "data.parquet"
     pq.write_table(pa.Table.from_pylist(_as_parquet_rows(lines, [r["line"] for r in want])),
                    data)
-    out = tmp_path / "ray.jsonl"
+    out = tmp_path / "ray.parquet"
     result = _cli(data, "-o", out, "--engine", "ray", "--batch-size", 4)
     assert result.exit_code == 0, result.output
-    got = read_jsonl(out)
-    assert [r["line"] for r in got] == list(range(1, len(want) + 1))  # row numbers
-    assert_same_records([dict(g, line=w["line"]) for g, w in zip(got, want, strict=True)],
+    journal = read_jsonl(tmp_path / "ray.parquet.jsonl")  # the resumable record log
+    assert [r["line"] for r in journal] == list(range(1, len(want) + 1))  # row numbers
+    assert_same_records([dict(g, line=w["line"]) for g, w in zip(journal, want, strict=True)],
                         want)
+    # The Parquet output holds the same records; unlabelled rows have null labels/correct.
+    table = [{k: v for k, v in r.items() if v is not None}
+             for r in pq.read_table(out).to_pylist()]
+    assert table == journal
+    before = pq.read_table(out).to_pylist()
+    again = _cli(data, "-o", out, "--engine", "ray")  # resumes from the journal: nothing to do
+    assert again.exit_code == 0 and f"checked 0 lines, {len(want)} already done" in again.output
+    assert pq.read_table(out).to_pylist() == before
+
+
+def test_parquet_output_needs_engine_ray(tmp_path):
+    data = write(tmp_path / "d.jsonl", mixed_lines(2)[0])
+    result = _cli(data, "-o", tmp_path / "o.parquet", "--model", tmp_path / "never-loaded")
+    assert result.exit_code == 1 and "--engine ray" in result.output, result.output
+    assert not (tmp_path / "o.parquet").exists()
 
 
 @pytest.fixture()
