@@ -25,6 +25,11 @@ Why one row per conversation with all its requirements: the actor prefills the c
 once and runs its k checks as one batched call (the same ``check_item`` the local engine
 runs), so no cache has to be shared across actors.
 
+Ray's core worker logs one line per pool, "constructor arguments in the object store and
+max_restarts > 0": the arguments are Ray Data's own (its context and transform refs), held for
+the pool's life, so a restart finds them (the SIGKILL tests prove it). Ray's servers listen
+on every interface; Ray 2.60 guards them with its token authentication (on by default).
+
 Ray is imported inside the functions: ``mellea_local.batch`` imports without the extra, and a
 missing Ray is one ``RayNotInstalledError`` naming the install line.
 """
@@ -148,7 +153,9 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     ray = require_ray()
     started = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        # Ray's own INFO/WARNING lines (start-up, its token-auth notice) would interleave with
+        # the progress bar; errors still show. Actor logs stay in Ray's session folder.
+        kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
         if options.address:
             kwargs["address"] = options.address
         else:
@@ -301,7 +308,8 @@ def _run_pool(
     progress = make_progress(err)
     with ray_session(options) as ray, progress, output.open("a", encoding="utf-8") as out:
         check_resources(ray, options)
-        task = progress.add_task(f"checking ({options.actors} actors)", total=total)
+        plural = "s" if options.actors != 1 else ""
+        task = progress.add_task(f"checking ({options.actors} actor{plural})", total=total)
         keys: list[int] = []
         try:
             for row in stream(ray, pending.rows, CheckActor, spec, options, "line", stats):

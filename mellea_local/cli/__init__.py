@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from mellea_local.cli.options import (
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
+
+if TYPE_CHECKING:
+    from mellea_local.batch import RayOptions
 
 app = typer.Typer(
     cls=CliGroup,
@@ -107,7 +110,7 @@ GpusPerActorOpt = Annotated[float | None, typer.Option(
 
 
 def ray_options(engine: str, actors: int | None, ray_address: str | None,
-                batch_size: int | None, gpus_per_actor: float | None) -> object | None:
+                batch_size: int | None, gpus_per_actor: float | None) -> RayOptions | None:
     """The pool settings for ``--engine ray`` (validated), None for local; a Ray flag with
     ``--engine local`` is refused rather than ignored."""
     given = {"--actors": actors, "--ray-address": ray_address, "--batch-size": batch_size,
@@ -167,7 +170,7 @@ def check(
             from mellea_local.batch import run
 
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
-                          dtype=dtype, options=options)  # type: ignore[arg-type]
+                          dtype=dtype, options=options)
         else:
             dataset_lines(input_path)  # a missing or unreadable input fails before the model
             if output.suffix.lower() in (".parquet", ".pq"):
