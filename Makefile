@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install -c constraints.txt -e '.[dev,plots]'
+	$(PIP) install -c constraints.txt -e '.[dev,plots,ray]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -201,6 +201,22 @@ class DatasetError(MelleaLocalError, ValueError):
     file, line and field."""
 
 
+class RayNotInstalledError(MelleaLocalError, ImportError):
+    """``--engine ray`` (``mellea_local.batch``) needs Ray Data, an optional extra that is not
+    installed; the message gives the ``pip install 'mellea-local[ray]'`` line."""
+
+
+class BatchOptionError(MelleaLocalError, ValueError):
+    """A Ray engine setting cannot be used (no actors, a batch of 0 rows, more actors than the
+    cluster can place); raised before any actor starts, naming the flag."""
+
+
+class BatchRunError(MelleaLocalError, RuntimeError):
+    """The Ray pipeline stopped before every line was checked (actors kept dying past their
+    restart budget, the cluster went away). Every record written so far is kept; a rerun
+    with the same ``-o`` resumes from them."""
+
+
 class InvalidInputError(MelleaLocalError, ValueError):
     """An argument of a public function has a value it cannot take (empty, blank, out of range).
 

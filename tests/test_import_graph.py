@@ -33,7 +33,9 @@ STAGES: tuple[str, ...] = (
     "session",                                   # start_session(): the peer's entry point
     "<root>",                                    # mellea_local/__init__.py, the public API
     "launch",                                    # a backend from command-line arguments
-    "bench", "cli", "__main__",                  # the benchmark suite and the command line
+    "batch",                                     # checks over datasets: local and Ray engines
+    "bench",                                     # the benchmark suite
+    "cli", "__main__",                           # the command line
 )
 
 

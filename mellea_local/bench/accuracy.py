@@ -128,6 +128,36 @@ def _cell(correct: int, n: int) -> dict[str, Any]:
     return {"n": n, "correct": correct, "accuracy": correct / n if n else None}
 
 
+def accuracy_frame(items: list[LabelledItem]) -> dict[str, Any]:
+    """The result's skeleton: example count and families; ``adapters`` filled per adapter."""
+    return {"examples": sum(len(item.requirements) for item in items),
+            "families": family_order(items), "adapters": {}}
+
+
+def adapter_accuracy(
+    items: list[LabelledItem], families: list[str], kind: str, verdicts: list[list[bool]],
+    seconds: float,
+) -> dict[str, Any]:
+    """One adapter's entry from its verdicts (one list per item, one bool per requirement)
+    and the seconds its checks took; the local and the Ray engine both tally here."""
+    right = dict.fromkeys(families, 0)
+    total = dict.fromkeys(families, 0)
+    for item, got in zip(items, verdicts, strict=True):
+        for verdict, label, family in zip(got, item.labels, item.families, strict=True):
+            total[family] += 1
+            right[family] += verdict == label
+    per_family = {f: _cell(right[f], total[f]) for f in families}
+    n = sum(total.values())
+    return {
+        "kind": kind,
+        "families": per_family,
+        "overall": _cell(sum(right.values()), n),
+        "mean_family_accuracy": (sum(c["accuracy"] for c in per_family.values())
+                                 / len(per_family)) if per_family else None,
+        "ms_per_check": 1000 * seconds / n if n else None,
+    }
+
+
 async def aevaluate_accuracy(
     backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
     tick: Tick | None = None,
@@ -141,36 +171,20 @@ async def aevaluate_accuracy(
         raise AdapterNotFoundError(
             "The backend holds no requirement-check adapter to score; load one with "
             "backend.add_adapter('requirement-check') or pass --adapter.")
-    families = family_order(items)
+    out = accuracy_frame(items)
     contexts = [context_of(item.messages) for item in items]
-    out: dict[str, Any] = {
-        "examples": sum(len(item.requirements) for item in items),
-        "families": families,
-        "adapters": {},
-    }
     for adapter in chosen:
-        right = dict.fromkeys(families, 0)
-        total = dict.fromkeys(families, 0)
+        verdicts = []
         t0 = time.perf_counter()
         for item, ctx in zip(items, contexts, strict=True):
             # All checks of one conversation go in one batched call, as `check` runs them.
             raws = await check_outputs(backend, ctx, item.requirements, adapter=adapter)
-            for raw, label, family in zip(raws, item.labels, item.families, strict=True):
-                total[family] += 1
-                right[family] += requirement_check_to_bool(raw) == label
+            verdicts.append([requirement_check_to_bool(raw) for raw in raws])
             if tick:
                 tick()
-        seconds = time.perf_counter() - t0
-        per_family = {f: _cell(right[f], total[f]) for f in families}
-        n = sum(total.values())
-        out["adapters"][adapter.name] = {
-            "kind": adapter.kind.value,
-            "families": per_family,
-            "overall": _cell(sum(right.values()), n),
-            "mean_family_accuracy": (sum(c["accuracy"] for c in per_family.values())
-                                     / len(per_family)) if per_family else None,
-            "ms_per_check": 1000 * seconds / n if n else None,
-        }
+        out["adapters"][adapter.name] = adapter_accuracy(
+            items, out["families"], adapter.kind.value, verdicts,
+            time.perf_counter() - t0)
     return out
 
 

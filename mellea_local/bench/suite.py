@@ -70,6 +70,8 @@ class SuiteConfig:
     seed: int = HELD_OUT_SEED
     command: str = "mellea-local bench"
     skip: tuple[str, ...] = field(default_factory=tuple)
+    engine: str = "local"  # "ray": the accuracy section runs on a Ray Data actor pool
+    ray: Any = None  # mellea_local.batch.RayOptions for engine "ray" (None: its defaults)
 
     @property
     def grid(self) -> Grid:
@@ -150,31 +152,42 @@ def _speed_subject(
     return backend.model, backend.tokenizer, cfg.model
 
 
-def _accuracy_backend(cfg: SuiteConfig, device: torch.device) -> tuple[Any, list[Any], str]:
+def accuracy_unavailable(model: str | None) -> str | None:
+    """Why the accuracy section cannot run without loading anything, or None."""
+    if model is None and not (_embedded_weights() / "model.safetensors").is_file():
+        return (
+            "the embedded model's trained weights are not in this build "
+            f"({_embedded_weights()}), and random adapters would only score chance. Train "
+            "them with `python scripts/train_embedded.py`, or pass `--model` (and "
+            "`--adapter`) with trained ones.")
+    return None
+
+
+def accuracy_backend(
+    model: str | None, adapter: str | None, *, device: str, dtype: str | None = None,
+) -> tuple[Any, list[Any], str]:
     """(backend, adapters to score, model label), or (None, [], why not) to skip the section.
 
     Accuracy needs trained adapters: random ones would score chance. Without ``--model`` the
-    embedded model and its trained aLoRA and LoRA are used when this build has them.
+    embedded model and its trained aLoRA and LoRA are used when this build has them. The
+    local section and each ``--engine ray`` actor build their backend here.
     """
     from mellea_local.bench.accuracy import check_adapters
     from mellea_local.errors import AdapterError
     from mellea_local.launch import add_cli_adapter, load_backend
 
-    if cfg.model is None:
-        if not (_embedded_weights() / "model.safetensors").is_file():
-            return None, [], (
-                "the embedded model's trained weights are not in this build "
-                f"({_embedded_weights()}), and random adapters would only score chance. Train "
-                "them with `python scripts/train_embedded.py`, or pass `--model` (and "
-                "`--adapter`) with trained ones.")
-        backend = load_backend(EMBEDDED, device=str(device))
+    why = accuracy_unavailable(model)
+    if why is not None:
+        return None, [], why
+    if model is None:
+        backend = load_backend(EMBEDDED, device=device)
         label = EMBEDDED
     else:
-        backend = load_backend(cfg.model, device=str(device), dtype=cfg.dtype)
-        label = cfg.model
+        backend = load_backend(model, device=device, dtype=dtype)
+        label = model
     adapters = check_adapters(backend)
-    if cfg.adapter:
-        name = add_cli_adapter(backend, cfg.adapter)
+    if adapter:
+        name = add_cli_adapter(backend, adapter)
         adapters = [*adapters, backend.adapters[name]]
     if not adapters:
         try:
@@ -327,18 +340,32 @@ def _accuracy_section(
 ) -> dict[str, Any]:
     from mellea_local.bench.accuracy import evaluate_accuracy, synthetic_items
 
-    backend, adapters, label = _accuracy_backend(cfg, device)
-    if backend is None:
-        bars.print(f"accuracy skipped: {label}")
-        return {"skipped": label}
     if items is None:
         n = cfg.examples or cfg.grid.examples_per_family
         items = synthetic_items(cfg.seed, n)
         source = f"the synthetic held-out set (seed {cfg.seed}, {n} per family)"
     else:
         source = f"`{cfg.dataset}`"
-    tick = bars.task("adapter accuracy", len(items) * len(adapters))
-    acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
+    if cfg.engine == "ray":
+        from mellea_local.bench.ray_accuracy import evaluate_accuracy_ray
+
+        label = cfg.model or EMBEDDED
+        why = accuracy_unavailable(cfg.model)
+        if why is not None:
+            bars.print(f"accuracy skipped: {why}")
+            return {"skipped": why}
+        tick = bars.task("adapter accuracy (ray)", len(items))
+        acc = evaluate_accuracy_ray(items, model=cfg.model, adapter=cfg.adapter,
+                                    device=cfg.device, dtype=cfg.dtype, options=cfg.ray,
+                                    tick=tick, build=accuracy_backend)
+    else:
+        backend, adapters, label = accuracy_backend(cfg.model, cfg.adapter,
+                                                    device=str(device), dtype=cfg.dtype)
+        if backend is None:
+            bars.print(f"accuracy skipped: {label}")
+            return {"skipped": label}
+        tick = bars.task("adapter accuracy", len(items) * len(adapters))
+        acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
     acc["source"] = source
     acc["model"] = label
     for name, cell in acc["adapters"].items():

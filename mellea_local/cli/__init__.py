@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +21,10 @@ from mellea_local.cli.options import (
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
-from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import CheckFileError, InvalidInputError
+
+if TYPE_CHECKING:
+    from mellea_local.batch import RayOptions
 
 app = typer.Typer(
     cls=CliGroup,
@@ -84,10 +86,56 @@ CHECK_EPILOG = (
 )
 
 
+ENGINES = ("local", "ray")
+
+
+def _check_engine(value: str) -> str:
+    if value not in ENGINES:
+        raise typer.BadParameter(f"{value!r}; use local (one process) or ray (an actor pool).")
+    return value
+
+
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", callback=_check_engine,
+    help="local: one backend in this process; ray: a Ray Data actor pool, one backend per "
+    "actor (needs pip install 'mellea-local[ray]'). Same output either way.")]
+ActorsOpt = Annotated[int | None, typer.Option(
+    "--actors", help="--engine ray: actors in the pool, one backend each (default 1).")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray-address", help="--engine ray: an existing cluster (auto, host:port, "
+    "ray://host:10001); default: start a local Ray for the run.")]
+BatchSizeOpt = Annotated[int | None, typer.Option(
+    "--batch-size", help="--engine ray: lines per actor call (default 8).")]
+GpusPerActorOpt = Annotated[float | None, typer.Option(
+    "--gpus-per-actor", help="--engine ray: GPUs per actor, e.g. 1 or 0.5 (default 0: CPU).")]
+
+
+def ray_options(engine: str, actors: int | None, ray_address: str | None,
+                batch_size: int | None, gpus_per_actor: float | None) -> RayOptions | None:
+    """The pool settings for ``--engine ray`` (validated), None for local; a Ray flag with
+    ``--engine local`` is refused rather than ignored."""
+    given = {"--actors": actors, "--ray-address": ray_address, "--batch-size": batch_size,
+             "--gpus-per-actor": gpus_per_actor}
+    if engine != "ray":
+        stray = [flag for flag, value in given.items() if value is not None]
+        if stray:
+            raise typer.BadParameter(f"{', '.join(stray)} only apply with --engine ray; add "
+                                     "--engine ray or leave them out.")
+        return None
+    from mellea_local.batch import RayOptions
+
+    options = RayOptions(actors=1 if actors is None else actors,
+                         batch_size=8 if batch_size is None else batch_size,
+                         gpus_per_actor=gpus_per_actor or 0.0, address=ray_address)
+    options.validate()
+    return options
+
+
 @app.command(epilog=CHECK_EPILOG)
 def check(
     input_path: Annotated[Path, typer.Argument(
-        metavar="INPUT", help="JSONL dataset: messages, requirement(s), optional label.")],
+        metavar="INPUT", help="JSONL dataset: messages, requirement(s), optional label "
+        "(--engine ray also reads Parquet with those columns).")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="JSONL of scores and verdicts; appended to, resumed from. "
         "Must not be the input.")],
@@ -99,26 +147,43 @@ def check(
     allow_bad_lines: Annotated[bool, typer.Option(
         "--allow-bad-lines", help="Exit 0 even when lines were malformed or failed (they are "
         "still reported); without it such a run exits 3.")] = False,
+    engine: EngineOpt = "local",
+    actors: ActorsOpt = None,
+    ray_address: RayAddressOpt = None,
+    batch_size: BatchSizeOpt = None,
+    gpus_per_actor: GpusPerActorOpt = None,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
 
     def work() -> int:
-        from mellea_local.cli.check import guard_paths, read_done, report, run_check
-        from mellea_local.cli.options import add_cli_adapter, load_backend, read_utf8
+        from mellea_local.batch.local import (
+            dataset_lines,
+            guard_paths,
+            load_check_backend,
+            read_done,
+            report,
+            run_check,
+        )
 
-        if not input_path.is_file():
-            raise CheckFileError(
-                f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
-        guard_paths(input_path, output)
-        read_done(output)  # an unusable output fails here, before the model loads
-        read_utf8(input_path, "The input dataset")
-        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
-        name = add_cli_adapter(backend, adapter) if adapter else None
-        if name is None and not backend.supports_intrinsic(REQUIREMENT_CHECK):
-            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        summary = run_check(input_path, output, backend, adapter=name)
+        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        if options is not None:
+            from mellea_local.batch import run
+
+            summary = run(input_path, output, model=model, adapter=adapter, device=device,
+                          dtype=dtype, options=options)
+        else:
+            dataset_lines(input_path)  # a missing or unreadable input fails before the model
+            if output.suffix.lower() in (".parquet", ".pq"):
+                raise CheckFileError(
+                    f"-o {str(output)!r}: Parquet output is written by --engine ray (pyarrow "
+                    "comes with its extra); add --engine ray, or pass a .jsonl output.")
+            guard_paths(input_path, output)
+            read_done(output)  # an unusable output fails here, before the model loads
+            backend, name = load_check_backend(model, device=device, dtype=dtype,
+                                               adapter=adapter)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
         return 3 if summary.errors and not allow_bad_lines else 0
 
@@ -238,6 +303,11 @@ def bench(
     skip: Annotated[list[str] | None, typer.Option(
         help="Leave out a section (repeatable): generation, react, requirement_check, "
         "batched, accuracy.")] = None,
+    engine: EngineOpt = "local",
+    actors: ActorsOpt = None,
+    ray_address: RayAddressOpt = None,
+    batch_size: BatchSizeOpt = None,
+    gpus_per_actor: GpusPerActorOpt = None,
 ) -> None:
     """Run the benchmark suite; write <name>.json, a markdown report and PNG figures.
 
@@ -248,18 +318,25 @@ def bench(
 
     options = dict(quick=quick, name=name, out_dir=out_dir, dataset=dataset, size=size,
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
-                   lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip)
+                   lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
+                   engine=engine, actors=actors, ray_address=ray_address,
+                   batch_size=batch_size, gpus_per_actor=gpus_per_actor)
 
     def work() -> None:
         from mellea_local.bench.suite import SuiteConfig, run_suite
         from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        if pool is not None:
+            from mellea_local.batch import require_ray
+
+            require_ray()  # before any section runs
         cfg = SuiteConfig(
             out_dir=out_dir, name=name, quick=quick, size=size, model=model, adapter=adapter,
             dataset=dataset, device=device, dtype=dtype, threads=threads,
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
-            skip=tuple(skip or ()), command=command_line(options),
+            skip=tuple(skip or ()), command=command_line(options), engine=engine, ray=pool,
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
         print_summary(run, Console(soft_wrap=True))

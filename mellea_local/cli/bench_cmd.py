@@ -12,7 +12,8 @@ from mellea_local.bench.report import informational
 from mellea_local.bench.suite import SuiteRun
 from mellea_local.errors import InvalidInputError
 
-DEFAULTS: dict[str, Any] = {"out_dir": Path("benchmarks/results"), "seed": 9000}
+DEFAULTS: dict[str, Any] = {"out_dir": Path("benchmarks/results"), "seed": 9000,
+                            "engine": "local"}
 """Options whose default values are left out of the recorded command line."""
 
 

@@ -37,6 +37,11 @@ def parse_line(line: int, text: str) -> CheckItem:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return parse_object(line, obj)
+
+
+def parse_object(line: int, obj: Any) -> CheckItem:
+    """Validate one decoded dataset row (a JSONL line, or a Parquet row as a dict)."""
     if not isinstance(obj, dict):
         raise LineError(f"expected a JSON object, got {type(obj).__name__}")
     messages = obj.get("messages")

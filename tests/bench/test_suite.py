@@ -52,14 +52,14 @@ def test_accuracy_uses_the_embedded_adapters_when_shipped(bench_backend, tmp_pat
     asked = []
     monkeypatch.setattr(options, "load_backend",
                         lambda model, **kw: asked.append(model) or bench_backend)
-    backend, adapters, label = suite._accuracy_backend(SuiteConfig(), torch.device("cpu"))
+    backend, adapters, label = suite.accuracy_backend(None, None, device="cpu")
     assert asked == ["embedded"] and backend is bench_backend and label == "embedded"
     assert [a.name for a in adapters] == ["rc_alora", "rc_lora"]
 
 
 def test_accuracy_is_skipped_with_a_note_without_the_embedded_weights(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "_embedded_weights", lambda: tmp_path / "absent")
-    backend, adapters, why = suite._accuracy_backend(SuiteConfig(), torch.device("cpu"))
+    backend, adapters, why = suite.accuracy_backend(None, None, device="cpu")
     assert backend is None and adapters == []
     assert "train_embedded.py" in why and "--model" in why
 

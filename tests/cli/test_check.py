@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from mellea_local.batch.local import LineError, parse_line, read_done
 from mellea_local.cli import app
-from mellea_local.cli.check import LineError, parse_line, read_done
 
 from .data import read_jsonl, row
 

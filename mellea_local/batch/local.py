@@ -1,4 +1,5 @@
-"""``mellea-local check``: requirement checks over a JSONL dataset, resumable, line by line.
+"""The in-process engine of ``mellea-local check`` (``--engine local``), and the per-line code
+both engines share: requirement checks over a JSONL dataset, resumable, line by line.
 
 Input, one JSON object per line::
 
@@ -11,6 +12,11 @@ Output, one JSON object per checked line: ``line`` (1-based input line number, t
 ``id``, ``requirements``, ``scores``, ``verdicts`` (score > 0.5) and, with labels, ``labels``
 and ``correct``. Each record is flushed as soon as it is written, so an interrupted run loses at
 most the line in flight, and a rerun skips every line already in the output.
+
+The per-line pieces (``parse_line``, ``check_item``, ``record``, ``encode_record``,
+``read_done``, ``tally``, the progress bar) are shared with ``--engine ray``
+(``mellea_local.batch``), whose actors run ``check_item`` on their own backends: the two
+engines' outputs compare line for line.
 """
 
 from __future__ import annotations
@@ -36,12 +42,15 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import CheckFileError, LineError
+from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
 from mellea_local.messages import Message
-from mellea_local.requirements.dataset import CheckItem, parse_line
+from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
 
-__all__ = ["CheckItem", "CheckSummary", "LineError", "parse_line", "read_done", "run_check"]
+__all__ = ["CheckItem", "CheckSummary", "LineError", "parse_line", "parse_object", "read_done",
+           "run_check"]
 
 THRESHOLD = 0.5
 
@@ -154,6 +163,81 @@ def record(item: CheckItem, scores: list[float]) -> dict[str, Any]:
     return rec
 
 
+def dataset_lines(input_path: Path) -> list[str]:
+    """The input's lines, numbered from 1 by position: both engines split the file this way,
+    so a line number means the same line whichever engine wrote the record.
+
+    A file that cannot be a dataset at all (missing, not UTF-8, or with no line that is
+    JSON, e.g. a CSV or a pretty-printed document) is one ``CheckFileError`` before any model
+    time, instead of a report of every line.
+    """
+    if not input_path.is_file():
+        raise CheckFileError(
+            f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
+    lines = read_utf8(input_path, "The input dataset", CheckFileError).splitlines()
+    if any(t.strip() for t in lines) and not any(_is_json(t) for t in lines if t.strip()):
+        raise CheckFileError(
+            f"The input dataset {str(input_path)!r} is not JSONL: no line of it is a JSON "
+            "value. Pass one JSON object per line (see `mellea-local check --help`).")
+    return lines
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def conversation(item: CheckItem) -> ChatContext:
+    """The line's messages as the context its requirements judge."""
+    ctx = ChatContext()
+    for role, content, thinking in item.messages:
+        ctx = ctx.add(Message(role, content, thinking=thinking))  # type: ignore[arg-type]
+    return ctx
+
+
+async def check_item(backend: Any, item: CheckItem, adapter: str | None) -> dict[str, Any]:
+    """The output record of one valid line: all its checks in one batched call.
+
+    The one code path both engines run per line (``--engine local`` here, each Ray actor in
+    ``mellea_local.batch``), so their records agree field for field.
+    """
+    from mellea_local.intrinsics.requirement_check import arequirement_checks
+
+    # All checks of one line share the conversation: one batched forward pass.
+    scores = await arequirement_checks(conversation(item), backend, item.requirements,
+                                       adapter=adapter)
+    return record(item, [float(s) for s in scores])
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed line's reason, on one line (what the report and the warning print)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def encode_record(rec: dict[str, Any]) -> str:
+    """One output line (without its newline), byte for byte what either engine writes."""
+    return json.dumps(rec)
+
+
+def load_check_backend(
+    model: str, *, device: str | None = None, dtype: str | None = None,
+    adapter: str | None = None,
+) -> tuple[Any, str | None]:
+    """(backend, adapter name) as ``check`` runs them: ``--adapter`` when given, else the
+    model's own requirement-check adapter, else one from the libraries.
+
+    Ray actors call this too, each building its own backend from the same flags.
+    """
+    backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
+    name = add_cli_adapter(backend, adapter) if adapter else None
+    if name is None and not backend.supports_intrinsic(REQUIREMENT_CHECK):
+        name = add_cli_adapter(backend, REQUIREMENT_CHECK)
+    return backend, name
+
+
 class RateColumn(ProgressColumn):
     """Lines per second (rich ships a rate column for bytes only)."""
 
@@ -162,12 +246,24 @@ class RateColumn(ProgressColumn):
         return Text(f"{speed:.1f} lines/s" if speed else "-- lines/s", style="progress.data.speed")
 
 
+def make_progress(console: Console) -> Progress:
+    """The bar both engines show on stderr: lines done of total, lines/s, elapsed, ETA."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), RateColumn(), TimeElapsedColumn(), TextColumn("eta"),
+        TimeRemainingColumn(), console=console, transient=False,
+    )
+
+
+def warn_skipped(err: Console, number: int, reason: str) -> None:
+    err.print(f"line {number}: skipped: {reason}", style="yellow", markup=False,
+              highlight=False)
+
+
 async def _check_all(
     lines: list[str], output: Path, backend: Any, adapter: str | None, done: set[int],
     summary: CheckSummary, err: Console, progress: Progress,
 ) -> None:
-    from mellea_local.intrinsics.requirement_check import arequirement_checks
-
     task = progress.add_task("checking", total=len(lines), completed=0)
     with output.open("a", encoding="utf-8") as out:
         for number, text in enumerate(lines, start=1):
@@ -176,21 +272,14 @@ async def _check_all(
                 progress.advance(task)
                 continue
             try:
-                item = parse_line(number, text)
-                ctx = ChatContext()
-                for role, content, thinking in item.messages:
-                    ctx = ctx.add(Message(role, content, thinking=thinking))  # type: ignore[arg-type]
-                # All checks of one line share the conversation: one batched forward pass.
-                scores = await arequirement_checks(ctx, backend, item.requirements,
-                                                   adapter=adapter)
+                rec = await check_item(backend, parse_line(number, text), adapter)
             except Exception as exc:
-                reason = " ".join(str(exc).split()) or type(exc).__name__
+                reason = failure_reason(exc)
                 summary.errors.append((number, reason))
-                err.print(f"line {number}: skipped: {reason}", style="yellow", markup=False,
-                          highlight=False)
+                warn_skipped(err, number, reason)
                 progress.advance(task)
                 continue
-            out.write(json.dumps(record(item, [float(s) for s in scores])) + "\n")
+            out.write(encode_record(rec) + "\n")
             out.flush()
             summary.checked += 1
             progress.advance(task)
@@ -203,14 +292,10 @@ def run_check(
     """Check every line of ``input_path`` not yet in ``output``, appending results."""
     err = console or Console(stderr=True, soft_wrap=True)
     guard_paths(input_path, output)
-    lines = input_path.read_text("utf-8").splitlines()
+    lines = dataset_lines(input_path)
     done = read_done(output)
     summary = CheckSummary(total=len(lines))
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(),
-        MofNCompleteColumn(), RateColumn(), TimeElapsedColumn(), TextColumn("eta"),
-        TimeRemainingColumn(), console=err, transient=False,
-    )
+    progress = make_progress(err)
     with progress:
         asyncio.run(_check_all(lines, output, backend, adapter, done, summary, err, progress))
     tally(output, summary)
