@@ -116,6 +116,7 @@ from mellea_local.tools import AbstractMelleaTool, MelleaTool, tool
 # `import mellea_local` stays light for code that only builds contexts and requirements.
 _LAZY = {
     "LocalHFBackend": "mellea_local.backends.huggingface",
+    "LlamaServerBackend": "mellea_local.backends.llama_server.backend",
     "CacheStats": "mellea_local.backends.stats",
     "PrefixCache": "mellea_local.backends.kv_cache",
     "Adapter": "mellea_local.adapters.loaded",
@@ -193,6 +194,7 @@ __all__ = [
     "KVCacheError",
     "LLMSummarizeCompactor",
     "LLMaJRequirement",
+    "LlamaServerBackend",
     "LocalHFBackend",
     "MelleaLocalError",
     "MelleaSession",
