@@ -32,6 +32,7 @@ re-prefills the conversation; a stream already under way continues from the toke
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import threading
@@ -73,7 +74,7 @@ from mellea_local.backends.llama_server.routing import (
     root_key,
 )
 from mellea_local.backends.llama_server.sampling import sampling_body
-from mellea_local.backends.stats import CacheStats
+from mellea_local.backends.stats import CacheCounts, CacheStats
 from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
@@ -147,6 +148,8 @@ class LlamaServerBackend(Backend):
         for served in adapters:
             self._add_served(served)
         self.stats = CacheStats()
+        self._last_call: contextvars.ContextVar[CacheCounts | None] = contextvars.ContextVar(
+            f"llama_last_call_{id(self)}", default=None)
         self._http: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._stats_lock = threading.Lock()
         slots = self._check_servers([u.rstrip("/") for u in urls])
@@ -367,12 +370,22 @@ class LlamaServerBackend(Backend):
                 logger.warning("%s; failing over", exc)
                 self._fleet.mark_dead(server)
 
-    def _record(self, completions: Sequence[Completion], reusable: int) -> None:
+    def _record(self, completions: Sequence[Completion], reusable: int) -> CacheCounts:
+        """Count one call (all its requests) in ``stats`` and as this task's ``last_call``."""
         first = completions[0].timings
         prefilled = sum(c.timings.prompt_n for c in completions if c.timings)
         with self._stats_lock:
-            self.stats.record(prefilled=prefilled, reused=first.cache_n if first else 0,
-                              reusable=reusable)
+            counts = self.stats.record(prefilled=prefilled, reused=first.cache_n if first else 0,
+                                       reusable=reusable)
+        self._last_call.set(counts)
+        return counts
+
+    @property
+    def last_call(self) -> CacheCounts:
+        """The counts of the last call made from the current task (``stats.last`` is the last
+        call of any task: with concurrent conversations, read this). A generation's own counts
+        are in ``thunk.meta["cache_counts"]``."""
+        return self._last_call.get() or CacheCounts()
 
     async def _base_request(self, server: Server, slot: Slot, ids: list[int],
                             body: dict[str, Any]) -> Completion:
@@ -463,6 +476,7 @@ class LlamaServerBackend(Backend):
                 else:
                     result.append(await self._stream_generate(
                         ids, gen_kwargs, mot._push_delta if streaming else None, stops, cancel))
+                mot.meta["cache_counts"] = self.last_call
             except BaseException as exc:
                 mot._push_error(exc)
             else:

