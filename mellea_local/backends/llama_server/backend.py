@@ -541,8 +541,15 @@ class LlamaServerBackend(Backend):
         reuse: bool = True, fast_forward: bool = False,
         scores_out: list[torch.Tensor] | None = None,
     ) -> list[int]:
-        """Constrained generation, one request per token: the full next-token distribution
-        from the server, our grammar's mask, then greedy (or seeded sampling) here."""
+        """Constrained generation, one request per token, choosing each token here.
+
+        Our grammar's mask comes first: a token the grammar forces (``{"score": "``) is taken
+        without asking the server (its masked distribution is that one token). Otherwise the
+        server's top ``n_probs`` raw logprobs are masked; the argmax of the allowed tokens is
+        exact whenever one of them is among the top (any allowed token outside ranks below),
+        and when none is, the full vocabulary is asked for. Allowed tokens outside the top
+        ``n_probs`` count as -inf in the logprobs (bounded by their tiny mass).
+        """
         processor = None if grammar is None else GrammarLogitsProcessor(
             self._tokenizer, grammar, self._n_vocab, len(ids), fast_forward=fast_forward)
         budget = int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens)
@@ -551,25 +558,37 @@ class LlamaServerBackend(Backend):
         rng = torch.Generator().manual_seed(int(gen_kwargs.get("seed") or 0))
         new_ids: list[int] = []
         completions: list[Completion] = []
-        body = {"n_predict": 1, "n_probs": self._n_vocab, "post_sampling_probs": False,
-                "temperature": 0.0}
 
-        async def step(server: Server, slot: Slot) -> Completion:
-            prompt = ids + new_ids
-            if adapter is None:
-                return await self._base_request(server, slot, prompt, body)
-            return await self._adapter_request(server, slot, adapter, prompt, body, reuse=reuse)
+        async def ask(n_probs: int) -> torch.Tensor:
+            body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
+                    "temperature": 0.0}
 
-        lane = self._lane(adapter)
+            async def step(server: Server, slot: Slot) -> Completion:
+                prompt = ids + new_ids
+                if adapter is None:
+                    return await self._base_request(server, slot, prompt, body)
+                return await self._adapter_request(server, slot, adapter, prompt, body,
+                                                   reuse=reuse)
+
+            out = await self._on_fleet(ids, step, lane=self._lane(adapter))
+            completions.append(out)
+            return self._dense(out, 0)
+
         for _ in range(budget):
             if cancel is not None and cancel.is_set():
                 break
-            out = await self._on_fleet(ids, step, lane=lane)
-            completions.append(out)
-            scores = self._dense(out, 0).unsqueeze(0)
-            if processor is not None:
-                scores = processor(torch.tensor([ids + new_ids]), scores)
-            scores = scores[0]
+            if processor is None:
+                scores = await ask(self._n_probs)
+            else:
+                mask = processor(torch.tensor([ids + new_ids]),
+                                 torch.zeros(1, self._n_vocab))[0]
+                allowed = torch.isfinite(mask)
+                if int(allowed.sum()) == 1:
+                    scores = mask  # forced: the masked distribution is that token alone
+                else:
+                    scores = await ask(self._n_probs) + mask
+                    if not bool(torch.isfinite(scores).any()):
+                        scores = await ask(self._n_vocab) + mask
             if scores_out is not None:
                 scores_out.append(scores.clone())
             if temperature > 0:

@@ -112,7 +112,7 @@ def server_command(binary: Path, base: Path, adapters: Sequence[Path], *, port: 
     """The llama-server command line (see the module docstring for each flag)."""
     cmd = [str(binary), "-m", str(base), "--host", HOST, "--port", str(port),
            "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_per_slot),
-           "--cache-ram", "0", "--no-webui", "--no-warmup"]
+           "--cache-ram", "0", "--no-webui", "--poll", "0"]
     for path in adapters:
         if any(c in str(path) for c in ",:"):
             raise LlamaServerError(

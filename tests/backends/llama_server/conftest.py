@@ -43,7 +43,7 @@ def llama(gguf_dir):
     """One server, four slots, shared by the tests that do not kill or reconfigure it."""
     from mellea_local.backends.llama_server import LlamaServerBackend
 
-    with LlamaServerBackend.launch(gguf_dir, servers=1, threads=2, slots=4, ctx=2048) as backend:
+    with LlamaServerBackend.launch(gguf_dir, servers=1, threads=1, slots=4, ctx=2048) as backend:
         yield backend
 
 
