@@ -433,6 +433,22 @@ class LlamaServerBackend(Backend):
 
     # ----- generation ----------------------------------------------------------------------
 
+    def render(
+        self,
+        action: Span | None,
+        ctx: Context,
+        *,
+        model_options: dict[str, Any] | None = None,
+        tool_calls: bool = False,
+        add_generation_prompt: bool = True,
+    ) -> tuple[list[int], dict[str, tuple[Any, dict[str, Any]]], dict[str, Any]]:
+        """Token ids for ``ctx`` + ``action``, the tools offered, and the generate() kwargs:
+        exactly what ``LocalHFBackend.render`` gives for the same tokenizer."""
+        return render_request(
+            self._tokenizer, action, ctx, base_options=self.model_options,
+            model_options=model_options, model_id=self.model_id, positions=None,
+            tool_calls=tool_calls, add_generation_prompt=add_generation_prompt)
+
     async def generate_from_context(
         self,
         action: Span,
@@ -446,10 +462,8 @@ class LlamaServerBackend(Backend):
             logger.warning("format= constrains the output to JSON; tool calling is turned off")
             tool_calls = False
         opts = merge_options(self.model_options, model_options)
-        ids, tools, gen_kwargs = render_request(
-            self._tokenizer, action, ctx, base_options=self.model_options,
-            model_options=model_options, model_id=self.model_id, positions=None,
-            tool_calls=tool_calls)
+        ids, tools, gen_kwargs = self.render(action, ctx, model_options=model_options,
+                                             tool_calls=tool_calls)
         streaming = bool(opts.get(ModelOption.STREAM))
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
         cancel = threading.Event()

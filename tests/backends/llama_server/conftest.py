@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("httpx", reason="pip install 'mellea-local[llamacpp]' for the llama-server tests")
-pytest.importorskip("gguf", reason="pip install 'mellea-local[llamacpp]' for the llama-server tests")
+_EXTRA = "pip install 'mellea-local[llamacpp]' for the llama-server tests"
+pytest.importorskip("httpx", reason=_EXTRA)
+pytest.importorskip("gguf", reason=_EXTRA)
 
 
 def _binary():
