@@ -395,7 +395,8 @@ class LlamaServerBackend(Backend):
             request["lora"] = lora_field((i, 0.0) for i in self._lora_ids.values()) or [
                 {"id": 0, "scale": 0.0}]
         slot.state = SlotState("unknown")  # until the reply says what it holds
-        out = await server.client.complete(request)
+        async with server.gate.shared():
+            out = await server.client.complete(request)
         slot.state = SlotState("base", ids + out.tokens)
         return out
 
@@ -403,18 +404,24 @@ class LlamaServerBackend(Backend):
                                ids: list[int], body: dict[str, Any],
                                *, reuse: bool) -> Completion:
         lora_id = self._lora_ids[adapter.name]
-        start = 0
-        if adapter.kind == AdapterKind.ALORA:
-            start = self._alora_start(adapter, ids)
-            if reuse and alora_needs_clean(slot.state, ids, start):
-                await self._base_request(server, slot, ids[:start],
-                                         {"n_predict": 1, "temperature": 0.0})
+        if adapter.kind != AdapterKind.ALORA:
+            request = {"prompt": ids, "cache_prompt": reuse, "id_slot": slot.index,
+                       "lora": lora_field([(lora_id, 1.0)]), **body}
+            slot.state = SlotState("unknown")
+            async with server.gate.shared():
+                out = await server.client.complete(request)
+            slot.state = SlotState("lora", ids + out.tokens)
+            return out
+        start = self._alora_start(adapter, ids)
+        if reuse and alora_needs_clean(slot.state, ids, start):
+            await self._base_request(server, slot, ids[:start],
+                                     {"n_predict": 1, "temperature": 0.0})
         request = {"prompt": ids, "cache_prompt": reuse, "id_slot": slot.index,
                    "lora": lora_field([(lora_id, 1.0)]), **body}
         slot.state = SlotState("unknown")
-        out = await server.client.complete(request)
-        kind = "alora" if adapter.kind == AdapterKind.ALORA else "lora"
-        slot.state = SlotState(kind, ids + out.tokens, start)
+        async with server.gate.exclusive():  # see routing.ServerGate
+            out = await server.client.complete(request)
+        slot.state = SlotState("alora", ids + out.tokens, start)
         return out
 
     def _alora_start(self, adapter: Adapter, ids: Sequence[int]) -> int:
@@ -512,7 +519,6 @@ class LlamaServerBackend(Backend):
         eos = False
 
         async def run(server: Server, slot: Slot) -> None:
-            nonlocal sent, eos
             prompt = ids + new_ids  # after a fail-over: continue from what was made
             request = {"prompt": prompt, "cache_prompt": True, "id_slot": slot.index,
                        "n_predict": budget - len(new_ids), **body}
@@ -520,7 +526,12 @@ class LlamaServerBackend(Backend):
                 request["lora"] = lora_field((i, 0.0) for i in self._lora_ids.values()) or [
                     {"id": 0, "scale": 0.0}]
             slot.state = SlotState("unknown")
-            stream = server.client.stream(request)
+            async with server.gate.shared():
+                await consume(server.client.stream(request))
+            slot.state = SlotState("base", ids + new_ids)
+
+        async def consume(stream: Any) -> None:
+            nonlocal sent, eos
             try:
                 async for item in stream:
                     if isinstance(item, Completion):
@@ -536,7 +547,6 @@ class LlamaServerBackend(Backend):
                         break
             finally:
                 await stream.aclose()
-            slot.state = SlotState("base", ids + new_ids)
 
         if budget > 0:
             await self._on_fleet(ids, run)
