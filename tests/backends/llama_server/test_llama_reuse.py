@@ -123,3 +123,23 @@ async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
     for entry in reply["completion_probabilities"][0]["top_logprobs"]:
         assert abs(float(ref[entry["id"]].exp()) - float(torch.tensor(entry["logprob"]).exp())) \
             < 1e-4
+
+
+async def test_each_react_turn_prefills_only_its_new_tokens(llama):
+    from mellea_local.cli.demo import AGENT_GOALS
+    from mellea_local.cli.react_cmd import build_tools
+    from mellea_local.core.thunk import ModelOutputThunk
+    from mellea_local.react import react
+
+    goal, table = AGENT_GOALS[1]
+    _, ctx = await react(goal, ChatContext(), llama, tools=build_tools(table), loop_budget=4,
+                         model_options={ModelOption.MAX_NEW_TOKENS: 64})
+    turns = [m for m in ctx.as_list() if isinstance(m, ModelOutputThunk)
+             and "cache_counts" in m.meta]
+    assert len(turns) >= 2
+    for before, turn in zip(turns, turns[1:], strict=False):
+        counts = turn.meta["cache_counts"]
+        # everything the previous turn read and wrote is reused (its last token, never fed
+        # back, excepted); only the tool result and the new headers are prefilled
+        assert counts.reused_tokens >= before.usage["total_tokens"] - 2, (counts, before.usage)
+        assert counts.prefilled_tokens + counts.reused_tokens == turn.usage["prompt_tokens"]
