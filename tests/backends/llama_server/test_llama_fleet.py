@@ -119,6 +119,7 @@ async def test_killing_a_server_mid_run_fails_over_with_exact_results(fleet, ref
     assert completed == len(QUESTIONS)  # one server is left: every call completes there
     assert sum(s.alive for s in fleet._fleet.servers) == 1
 
+    assert await fleet.ahealth() == {fleet.urls[0]: False, fleet.urls[1]: True}
     fleet.processes[1].kill()
     with pytest.raises(LlamaServerUnavailableError, match="restart them"):
         await asyncio.wait_for(_conversation(fleet, QUESTIONS[0], turns=1), 60)

@@ -3,6 +3,8 @@ the server's caveats the client's ``lora`` rules exist for."""
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import torch
 from conftest import needs_server
@@ -137,7 +139,7 @@ async def test_each_react_turn_prefills_only_its_new_tokens(llama):
     turns = [m for m in ctx.as_list() if isinstance(m, ModelOutputThunk)
              and "cache_counts" in m.meta]
     assert len(turns) >= 2
-    for before, turn in zip(turns, turns[1:], strict=False):
+    for before, turn in itertools.pairwise(turns):
         counts = turn.meta["cache_counts"]
         # everything the previous turn read and wrote is reused (its last token, never fed
         # back, excepted); only the tool result and the new headers are prefilled
