@@ -35,7 +35,36 @@ def _binary():
         return None
 
 
-needs_server = pytest.mark.skipif(_binary() is None, reason=f"no llama-server binary: {HOW}")
+BINARY = _binary()
+needs_server = pytest.mark.llama_server
+_LEFT_OUT: list[str] = []
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "llama_server: needs the llama-server binary")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without the binary the server tests are left out, with one line saying how to get it
+    (a skip per test would print a line per test)."""
+    if BINARY is not None:
+        return
+    out = [i for i in items if i.get_closest_marker("llama_server")]
+    if out:
+        _LEFT_OUT.extend(i.nodeid for i in out)
+        config.hook.pytest_deselected(items=out)
+        items[:] = [i for i in items if not i.get_closest_marker("llama_server")]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _LEFT_OUT:
+        terminalreporter.write_line(
+            f"SKIPPED {len(_LEFT_OUT)} llama-server tests: no llama-server binary: {HOW}")
+
+
+@pytest.fixture(scope="session")
+def server_binary():
+    return BINARY
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +78,7 @@ def gguf_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def llama(gguf_dir):
+def llama(server_binary, gguf_dir):
     """One server, four slots, shared by the tests that do not kill or reconfigure it."""
     from mellea_local.backends.llama_server import LlamaServerBackend
 

@@ -43,7 +43,7 @@ async def _conversation(backend, question, *, turns=2, between=None):
 
 
 @pytest.fixture(scope="module")
-def reference(shared_embedded_backend):
+def reference(server_binary, shared_embedded_backend):
     async def run():
         return [await _conversation(shared_embedded_backend, q) for q in QUESTIONS]
 
@@ -51,7 +51,7 @@ def reference(shared_embedded_backend):
 
 
 @pytest.fixture()
-def fleet(gguf_dir):
+def fleet(server_binary, gguf_dir):
     """Eight slots each: a server keeps as many conversations' KV as it has slots, and
     rendezvous hashing may put most of the eight on one server."""
     from mellea_local.backends.llama_server import LlamaServerBackend
