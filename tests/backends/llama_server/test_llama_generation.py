@@ -70,3 +70,17 @@ async def test_format_constrained_output_is_identical(llama, hf):
         await mot.avalue()
         outs.append((mot.value, mot.finish_reason))
     assert outs[0] == outs[1]
+
+
+async def test_a_session_chats_and_validates_on_llama_server_as_on_hf(llama, hf):
+    from mellea_local.core.context import ChatContext as Chat
+    from mellea_local.session import MelleaSession
+
+    outs = []
+    for backend in (llama, hf):
+        session = MelleaSession(backend, Chat())
+        reply = await session.achat("What is the capital of France?",
+                                    model_options={ModelOption.MAX_NEW_TOKENS: 32})
+        [result] = await session.avalidate(["The answer mentions Paris."])
+        outs.append((reply.content, bool(result), round(result.score, 2)))
+    assert outs[0] == outs[1]
