@@ -23,7 +23,15 @@ set in some ways (``server-common.cpp: lora_should_clear_cache``). What we send:
   caps reuse at the invocation. If the slot holds another aLoRA call's K/V that the new prompt
   would match beyond that call's invocation, a base request over the shared part runs first so
   the slot is clean;
-- a LoRA request: its own entry; the server clears on any change of set.
+- a LoRA request: its own entry, on a slot of its own (the conversation's key plus the
+  adapter: ``LlamaServerBackend._lane``), since the server clears a slot on any change to or
+  from a LoRA and the conversation's base K/V would be lost; repeated checks with that LoRA
+  reuse each other's K/V there, which is exact (same adapter, same tokens);
+- aLoRA requests run alone on their server (``ServerGate``).
+
+Slots: a server keeps as many conversations' K/V as it has slots (``-np``); more
+conversations than slots evict the least recently used, which costs a re-prefill, never
+exactness.
 """
 
 from __future__ import annotations
