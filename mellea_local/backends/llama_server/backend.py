@@ -419,13 +419,18 @@ class LlamaServerBackend(Backend):
         are in ``thunk.meta["cache_counts"]``."""
         return self._last_call.get() or CacheCounts()
 
+    def _all_zero(self) -> list[dict[str, float]]:
+        """The explicit all-zero ``lora`` list: base model, and the server clears a slot that
+        holds adapter K/V (``routing``)."""
+        return lora_field([(i, 0.0) for i in self._lora_ids.values()]) or [
+            {"id": 0, "scale": 0.0}]
+
     async def _base_request(self, server: Server, slot: Slot, ids: list[int],
                             body: dict[str, Any]) -> Completion:
         """A non-streaming base request on ``slot``, its ``lora`` list chosen for exact reuse."""
         request = {"prompt": ids, "cache_prompt": True, "id_slot": slot.index, **body}
         if base_needs_clear(slot.state, ids):
-            request["lora"] = lora_field((i, 0.0) for i in self._lora_ids.values()) or [
-                {"id": 0, "scale": 0.0}]
+            request["lora"] = self._all_zero()
         slot.state = SlotState("unknown")  # until the reply says what it holds
         async with server.gate.shared():
             out = await server.client.complete(request)
@@ -556,8 +561,7 @@ class LlamaServerBackend(Backend):
             request = {"prompt": prompt, "cache_prompt": True, "id_slot": slot.index,
                        "n_predict": budget - len(new_ids), **body}
             if base_needs_clear(slot.state, prompt):
-                request["lora"] = lora_field((i, 0.0) for i in self._lora_ids.values()) or [
-                    {"id": 0, "scale": 0.0}]
+                request["lora"] = self._all_zero()
             slot.state = SlotState("unknown")
             async with server.gate.shared():
                 await consume(server.client.stream(request))
