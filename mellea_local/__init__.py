@@ -125,6 +125,7 @@ from mellea_local.tools import AbstractMelleaTool, MelleaTool, tool
 # `import mellea_local` stays light for code that only builds contexts and requirements.
 _LAZY = {
     "LocalHFBackend": "mellea_local.backends.huggingface",
+    "LlamaServerBackend": "mellea_local.backends.llama_server.backend",
     "CacheStats": "mellea_local.backends.stats",
     "PrefixCache": "mellea_local.backends.kv_cache",
     "Adapter": "mellea_local.adapters.loaded",
@@ -209,6 +210,7 @@ __all__ = [
     "LLMSummarizeCompactor",
     "LLMaJRequirement",
     "LineError",
+    "LlamaServerBackend",
     "LocalHFBackend",
     "MelleaLocalError",
     "MelleaSession",

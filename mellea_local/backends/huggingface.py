@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import torch
 
 from mellea_local.adapters import AdapterSource, resolve_adapter
@@ -41,6 +40,7 @@ from mellea_local.backends.adapter_registry import (
 )
 from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
 from mellea_local.backends.cross_batch import CheckBatcher
+from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
 from mellea_local.backends.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
@@ -58,29 +58,14 @@ from mellea_local.backends.workers import start_worker
 from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
-from mellea_local.core.generation import RawProviderResponse
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.core.tool_call import ModelToolCall
-from mellea_local.errors import (
-    AdapterError,
-    AdapterNotFoundError,
-    ComponentParseError,
-    InputTypeError,
-    InvalidInputError,
-)
-from mellea_local.inputs import check_context
+from mellea_local.errors import AdapterError, AdapterNotFoundError, InputTypeError
 from mellea_local.intrinsics.requirement_check import ascore_requirements
-from mellea_local.messages import Message
-from mellea_local.options import ModelOption, check_options, merge_options, split_options
-from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
-from mellea_local.rendering import collect_tools, render_prompt_ids, to_chat_messages
-from mellea_local.rendering.chat import to_message_dicts
-from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, position_limit
+from mellea_local.options import ModelOption, check_options, merge_options
+from mellea_local.rendering.prompt import check_prompt_fits, position_limit
+from mellea_local.rendering.request import render_request
 
 logger = logging.getLogger(__name__)
-
-_THINK_OPEN = "<think>"
-
 
 class LocalHFBackend(Backend):
     """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
@@ -212,32 +197,11 @@ class LocalHFBackend(Backend):
 
         Public so callers (benchmarks, the CLI) can see exactly what the model will read.
         """
-        check_context(ctx, "ctx")
-        opts = merge_options(self.model_options, model_options)
-        view = list(ctx.view_for_generation() or [])
-        entries = [*view, action] if action is not None else view
-        messages = to_chat_messages(entries)
-        if not messages:
-            raise InvalidInputError(
-                "Nothing to generate from: the action is None and ctx holds no messages; pass "
-                "an action (e.g. Message('user', '...')) or a context with the conversation."
-            )
-        system = opts.get(ModelOption.SYSTEM_PROMPT)
-        if system:
-            messages.insert(0, Message("system", str(system)))
-        check_text_only(messages, self.model_id)
-        tools = collect_tools(opts.get(ModelOption.TOOLS), view, action) if tool_calls else {}
-        gen_kwargs, tmpl_kwargs = split_options(opts, self.tokenizer.chat_template)
-        ids = render_prompt_ids(
-            self.tokenizer,
-            to_message_dicts(messages),
-            [spec for _, spec in tools.values()] or None,
-            tmpl_kwargs,
-            add_generation_prompt=add_generation_prompt,
+        return render_request(
+            self.tokenizer, action, ctx, base_options=self.model_options,
+            model_options=model_options, model_id=self.model_id, positions=self._positions,
+            tool_calls=tool_calls, add_generation_prompt=add_generation_prompt,
         )
-        check_prompt_fits(len(ids), self._positions, self.model_id,
-                          generating=add_generation_prompt)
-        return ids, tools, gen_kwargs
 
     # ----- generation ----------------------------------------------------------------------
 
@@ -280,7 +244,7 @@ class LocalHFBackend(Backend):
             seed=opts.get(ModelOption.SEED),
             on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
         )
-        thinking_started = self._prompt_opens_thinking(ids)
+        thinking_started = prompt_opens_thinking(self.tokenizer, ids)
         result: list[GenerationResult] = []
 
         def post_process(out: ModelOutputThunk[Any]) -> None:
@@ -304,10 +268,6 @@ class LocalHFBackend(Backend):
         start_worker(work, request.cancel, name="mellea-local-generate")
         return mot, ctx.add(action).add(mot)
 
-    def _prompt_opens_thinking(self, ids: list[int]) -> bool:
-        tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=False)
-        return tail.rstrip().endswith(_THINK_OPEN)
-
     def _finish_thunk(
         self,
         mot: ModelOutputThunk[Any],
@@ -318,52 +278,14 @@ class LocalHFBackend(Backend):
         thinking_started: bool,
         request_tools: bool,
     ) -> None:
-        text = self.tokenizer.decode(gen.new_ids, skip_special_tokens=True)
-        stop_strings = request.gen_kwargs.get("stop_strings") or []
-        hit_stop = next((s for s in stop_strings if text.endswith(s)), None)
-        if hit_stop:
-            text = text[: -len(hit_stop)]
-        mot.meta["raw_text"] = text
-        mot.generation.model = self.model_id
-        mot.generation.provider = "huggingface"
-        mot.generation.streaming = request.on_text is not None
-        mot.raw = RawProviderResponse(provider="huggingface", response=text)
-        mot.usage = {
-            "prompt_tokens": len(request.prompt_ids),
-            "completion_tokens": len(gen.new_ids),
-            "total_tokens": len(request.prompt_ids) + len(gen.new_ids),
-        }
-        if format is not None:
-            mot.value = text
-            mot.finish_reason = "stop" if gen.stopped_by_eos else "length"
-            try:
-                mot.parsed_repr = format.model_validate_json(text)
-            except pydantic.ValidationError as exc:
-                hint = ("it was cut off at the token limit; raise ModelOption.MAX_NEW_TOKENS"
-                        if mot.finish_reason == "length" else "the grammar let it through")
-                raise ComponentParseError(
-                    f"The output does not validate as {format.__name__}: {hint}. "
-                    f"({exc.error_count()} error(s); text: {text[:200]!r})"
-                ) from exc
-            return
-        # With tool calling on, a call to an undeclared tool is an error the agent loop reports
-        # back ({} = "no tools"); with it off, tool-call-looking text is checked only as JSON.
-        specs = {name: spec["function"] for name, (_, spec) in tools.items()}
-        parsed: ParsedResponse = parse_with_tokenizer(
-            text, self.tokenizer, tools=specs if request_tools else None,
-            thinking_started=thinking_started,
+        finish_thunk(
+            mot, GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
+                                  gen.cancelled),
+            tokenizer=self.tokenizer, provider="huggingface", model_id=self.model_id,
+            streaming=request.on_text is not None,
+            stop_strings=request.gen_kwargs.get("stop_strings") or [], tools=tools,
+            format=format, thinking_started=thinking_started, request_tools=request_tools,
         )
-        mot.value = parsed.content
-        mot.thinking = parsed.thinking
-        if parsed.tool_calls:
-            mot.tool_calls = _tool_call_list(parsed, tools)
-        if parsed.truncated_thinking or not (gen.stopped_by_eos or hit_stop or gen.cancelled):
-            mot.finish_reason = "length"
-        elif parsed.tool_calls:
-            mot.finish_reason = "tool_calls"
-        else:
-            mot.finish_reason = "stop"
-
 
     # ----- adapters ------------------------------------------------------------------------
 
@@ -438,23 +360,10 @@ class LocalHFBackend(Backend):
 
     def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
         """The adapter serving ``intrinsic``: the one named, else an aLoRA, else a LoRA."""
-        if name is not None:
-            adapter = self._adapters.get(name)
-            if adapter is None:
-                raise AdapterNotFoundError(
-                    f"No adapter named {name!r} is loaded (loaded: {sorted(self._adapters)})."
-                )
-            return adapter
-        serving = [a for a in self._adapters.values() if a.intrinsic == intrinsic]
-        if not serving:
-            raise AdapterNotFoundError(
-                f"No adapter for intrinsic {intrinsic!r} is loaded; call "
-                f"backend.add_adapter({intrinsic!r}) or pass an adapter folder."
-            )
-        return min(serving, key=lambda a: a.strategy.preference)
+        return self._registry.adapter_for(intrinsic, name=name)
 
     def supports_intrinsic(self, name: str) -> bool:
-        return any(a.intrinsic == name for a in self._adapters.values())
+        return self._registry.serves(name)
 
     # ----- the adapter-runner interface (mellea_local.adapters.runner.AdapterRunner) -----------
 
@@ -546,15 +455,3 @@ class LocalHFBackend(Backend):
                 )
             backend.add_adapter(found.path, name=f"requirement-check_{kind}")
         return backend
-
-def _tool_call_list(
-    parsed: ParsedResponse, tools: Mapping[str, tuple[Any, dict[str, Any]]]
-) -> list[ModelToolCall]:
-    """The calls in the order the model wrote them, each bound to the tool that serves it."""
-    return [
-        ModelToolCall(
-            call.name, tools.get(call.name, (None, None))[0], dict(call.arguments),
-            tool_call_id=call.id, error=call.error, raw_arguments=call.raw_arguments,
-        )
-        for call in parsed.tool_calls
-    ]

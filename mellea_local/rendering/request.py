@@ -1,0 +1,66 @@
+"""One generation request rendered: context + action + options -> prompt ids, tools, kwargs.
+
+Shared by every backend that renders with our own chat template and tokenizer
+(``LocalHFBackend``, ``LlamaServerBackend``), so both feed a model exactly the same token ids
+for the same call: the KV reuse of either, and the equality tests between them, depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mellea_local.core.component import Span
+from mellea_local.core.context import Context
+from mellea_local.errors import InvalidInputError
+from mellea_local.inputs import check_context
+from mellea_local.messages import Message
+from mellea_local.options import ModelOption, merge_options, split_options
+from mellea_local.rendering.chat import to_chat_messages, to_message_dicts
+from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, render_prompt_ids
+from mellea_local.rendering.tools import collect_tools
+
+
+def render_request(
+    tokenizer: Any,
+    action: Span | None,
+    ctx: Context,
+    *,
+    base_options: Mapping[str, Any] | None,
+    model_options: Mapping[str, Any] | None,
+    model_id: str,
+    positions: tuple[int, str] | None,
+    tool_calls: bool = False,
+    add_generation_prompt: bool = True,
+) -> tuple[list[int], dict[str, tuple[Any, dict[str, Any]]], dict[str, Any]]:
+    """Token ids for ``ctx`` + ``action``, the tools offered, and the generate() kwargs.
+
+    ``base_options`` are the backend's own defaults, ``model_options`` the call's;
+    ``positions`` is the model's position limit and where it comes from
+    (``position_limit``; None: unknown, not checked).
+    """
+    check_context(ctx, "ctx")
+    opts = merge_options(base_options, model_options)
+    view = list(ctx.view_for_generation() or [])
+    entries = [*view, action] if action is not None else view
+    messages = to_chat_messages(entries)
+    if not messages:
+        raise InvalidInputError(
+            "Nothing to generate from: the action is None and ctx holds no messages; pass "
+            "an action (e.g. Message('user', '...')) or a context with the conversation."
+        )
+    system = opts.get(ModelOption.SYSTEM_PROMPT)
+    if system:
+        messages.insert(0, Message("system", str(system)))
+    check_text_only(messages, model_id)
+    tools = collect_tools(opts.get(ModelOption.TOOLS), view, action) if tool_calls else {}
+    gen_kwargs, tmpl_kwargs = split_options(opts, tokenizer.chat_template)
+    ids = render_prompt_ids(
+        tokenizer,
+        to_message_dicts(messages),
+        [spec for _, spec in tools.values()] or None,
+        tmpl_kwargs,
+        add_generation_prompt=add_generation_prompt,
+    )
+    check_prompt_fits(len(ids), positions, model_id, generating=add_generation_prompt)
+    return ids, tools, gen_kwargs
