@@ -107,11 +107,14 @@ async def test_one_check_refuses_a_list_and_wrong_contexts_and_backends(shared_e
 async def test_valid_inputs_score_as_before(shared_embedded_backend):
     texts = ["The response mentions paris.", "The response is in all capital letters."]
     as_list = await arequirement_checks(CTX, shared_embedded_backend, texts)
-    # Any iterable but a str or mapping is a list of checks, scored identically.
-    assert await arequirement_checks(CTX, shared_embedded_backend, tuple(texts)) == as_list
-    assert await arequirement_checks(CTX, shared_embedded_backend, (t for t in texts)) == as_list
+    # Any iterable but a str or mapping is a list of checks, scored the same. Within 1e-6, not
+    # bit for bit: the shared backend's cache may serve the prefix from a copy or batch the
+    # rows with another conversation's, which reorders float sums (~1e-7 measured).
+    same = pytest.approx(as_list, abs=1e-6)
+    assert await arequirement_checks(CTX, shared_embedded_backend, tuple(texts)) == same
+    assert await arequirement_checks(CTX, shared_embedded_backend, (t for t in texts)) == same
     assert await arequirement_checks(CTX, shared_embedded_backend,
-                                     [Requirement(t) for t in texts]) == as_list
+                                     [Requirement(t) for t in texts]) == same
     assert as_list[0] > 0.5 > as_list[1]
     assert await arequirement_checks(CTX, shared_embedded_backend, []) == []
     # One str is one requirement for validate, as the peer's validate allows.
