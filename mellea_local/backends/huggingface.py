@@ -306,6 +306,7 @@ class LocalHFBackend(Backend):
         if hit_stop:
             text = text[: -len(hit_stop)]
         mot.meta["raw_text"] = text
+        mot.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
         mot.generation.model = self.model_id
         mot.generation.provider = "huggingface"
         mot.generation.streaming = request.on_text is not None

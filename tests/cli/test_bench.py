@@ -17,7 +17,7 @@ from mellea_local.cli import app
 from .data import row
 
 runner = CliRunner()
-SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react")
+SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react", "conversations")
 MODES = {"ours", "floor", "alora_scratch", "lora", "llm_judge", "batch8"}
 
 
@@ -65,7 +65,14 @@ def test_quick_bench_writes_json_report_and_pngs(tmp_path):
     # The bare-model floor of each reuse turn: positive, and a turn never beats it by much.
     assert all(t["floor_min_ms"] > 0 and t["over_floor"] > 0.5 for t in reuse)
     assert data["react"]["floor"]["turn2_over_turn1"] > 0
-    assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours"}
+    conv = data["conversations"]
+    assert conv["conversations"] == 3 and set(conv["schedules"]) == {
+        "serial", "interleaved", "concurrent"}
+    # Every schedule reuses what serial does: each conversation keeps its own prefix.
+    assert conv["schedules"]["interleaved"]["reused_vs_serial"] >= 0.95
+    assert conv["react"]["agents"] == 3 and conv["floor"]["floor_ms"] > 0
+    assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours",
+                                                     "reused/serial", "prefilled/serial"}
     _assert_png(tmp_path / "q_latency.png")
     md = (tmp_path / "q.md").read_text()
     assert "(q_latency.png)" in md and "## Ratios vs targets" in md
