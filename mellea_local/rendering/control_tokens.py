@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mellea_local.rendering.memo import MIN_TEXT, memoised
+from mellea_local.rendering.memo import MIN_TEXT, memoised, vocab_size
 
 _PLACEHOLDER = "MLCT{nonce}N{index}E"
 """ASCII letters and digits only, so ``tojson``, ``trim`` and escaping leave it intact."""
@@ -74,7 +74,7 @@ def _ids(tokenizer: Any, text: str, **kwargs: Any) -> list[int]:
         return []
     if len(text) < MIN_TEXT:
         return list(tokenizer(text, add_special_tokens=False, **kwargs)["input_ids"])
-    key = (text, len(tokenizer), tuple(sorted(kwargs.items())))
+    key = (text, vocab_size(tokenizer), tuple(sorted(kwargs.items())))
     return list(memoised(tokenizer, "encode", key, lambda: tuple(
         tokenizer(text, add_special_tokens=False, **kwargs)["input_ids"])))
 

@@ -60,6 +60,14 @@ def memoised(tokenizer: Any, kind: str, key: Any, compute: Callable[[], T]) -> T
     return value
 
 
+def vocab_size(tokenizer: Any) -> int | None:
+    """The tokenizer's size with added tokens (a key part: adding a token changes encodings)."""
+    try:
+        return len(tokenizer)
+    except TypeError:
+        return None
+
+
 def json_key(*parts: Any) -> str | None:
     """An exact key for plain-JSON arguments, or None when some part is not plain JSON."""
     try:

@@ -13,7 +13,7 @@ from typing import Any
 from mellea_local.errors import PromptTooLongError, UnsupportedInputError
 from mellea_local.messages import Message
 from mellea_local.rendering.control_tokens import Neutraliser, RenderedPrompt
-from mellea_local.rendering.memo import json_key, memoised
+from mellea_local.rendering.memo import json_key, memoised, vocab_size
 
 
 def check_text_only(messages: Sequence[Message], model_name: str) -> None:
@@ -58,8 +58,8 @@ def render_prompt(
         return neutral.restore(text)
 
     # The same conversation is rendered once per check of a turn: remember the result.
-    key = json_key(tokenizer.chat_template, message_dicts, tool_specs, template_kwargs,
-                   add_generation_prompt)
+    key = json_key(tokenizer.chat_template, vocab_size(tokenizer), message_dicts, tool_specs,
+                   template_kwargs, add_generation_prompt)
     return render() if key is None else memoised(tokenizer, "render", key, render)
 
 
