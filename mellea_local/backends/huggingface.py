@@ -307,6 +307,7 @@ class LocalHFBackend(Backend):
             text = text[: -len(hit_stop)]
         mot.meta["raw_text"] = text
         mot.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
+        mot.meta["model_cpu_seconds"] = gen.model_cpu_seconds
         mot.generation.model = self.model_id
         mot.generation.provider = "huggingface"
         mot.generation.streaming = request.on_text is not None

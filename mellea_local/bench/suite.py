@@ -321,7 +321,8 @@ def _speed_sections(
                 bars.task("many conversations", 1)
                 results["conversations"] = measure_conversations(
                     bench, n=n, history=history, new_tokens=min(grid.new_tokens, 32),
-                    agents=agents, turns=turns, repeats=repeats, on_line=bars.print)
+                    agents=agents, turns=turns, repeats=repeats, on_line=bars.print,
+                    rounds=1 if cfg.quick else 3, agent_repeats=1 if cfg.quick else 3)
         finally:
             bench.close()
 
