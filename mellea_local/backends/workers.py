@@ -67,6 +67,8 @@ class _Worker:
                     if keep:
                         _idle.append(self)
                 done.set()
+                # An idle worker must not keep the last call's backend and thunk alive.
+                del target, done
             if not keep:
                 return
 
