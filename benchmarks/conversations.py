@@ -35,7 +35,9 @@ def main() -> None:
     ap.add_argument("--checks", type=int, default=3)
     ap.add_argument("--agents", type=int, default=4)
     ap.add_argument("--turns", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=7, help="rounds of the floor measurement")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the three schedules, and of alone vs concurrent agents")
     ap.add_argument("--size", choices=sorted(SIZES), default="bench-20m")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
@@ -47,7 +49,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.quick:
         args.conversations, args.history, args.agents, args.turns = 3, 200, 3, 3
-        args.repeats, args.size = 3, "tiny"
+        args.repeats, args.rounds, args.size = 3, 1, "tiny"
     tokenizer = build_tokenizer()
     model = build_sized_model(tokenizer, args.size, device=args.device,
                               dtype=getattr(torch, args.dtype))
@@ -56,6 +58,7 @@ def main() -> None:
         result = measure_conversations(
             bench, n=args.conversations, history=args.history, new_tokens=args.new_tokens,
             checks=args.checks, agents=args.agents, turns=args.turns, repeats=args.repeats,
+            rounds=args.rounds, agent_repeats=args.rounds,
             on_line=lambda line: print(line, flush=True))
     finally:
         bench.close()

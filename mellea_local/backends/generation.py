@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,10 @@ class GenerationResult:
     new_ids: list[int]
     stopped_by_eos: bool
     cancelled: bool
+    model_seconds: float = 0.0
+    """Time the call held the model (waiting for it behind other calls excluded)."""
+    model_cpu_seconds: float = 0.0
+    """CPU time of the worker thread meanwhile (all the work with one torch thread)."""
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -92,6 +97,7 @@ def generate_base(
     model, tokenizer = holder.model, holder.tokenizer
     device = model.device
     with holder.lock:
+        started, started_cpu = time.perf_counter(), time.thread_time()
         holder.assert_base()
         if req.cancel.is_set():  # cancelled while waiting for the model: nothing to run
             return GenerationResult(new_ids=[], stopped_by_eos=False, cancelled=True)
@@ -130,9 +136,13 @@ def generate_base(
             prefix_cache.store(sequence, final_cache)
         if taken is not None and taken is not final_cache:
             prefix_cache.discard(taken)
+        model_seconds = time.perf_counter() - started
+        model_cpu_seconds = time.thread_time() - started_cpu
     new_ids = sequence[len(req.prompt_ids):].tolist()
     return GenerationResult(
         new_ids=new_ids,
         stopped_by_eos=bool(new_ids) and new_ids[-1] in _eos_ids(model, tokenizer),
         cancelled=req.cancel.is_set(),
+        model_seconds=model_seconds,
+        model_cpu_seconds=model_cpu_seconds,
     )

@@ -278,6 +278,8 @@ class LocalHFBackend(Backend):
         thinking_started: bool,
         request_tools: bool,
     ) -> None:
+        mot.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
+        mot.meta["model_cpu_seconds"] = gen.model_cpu_seconds
         finish_thunk(
             mot, GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
                                   gen.cancelled),

@@ -21,7 +21,11 @@ check through the library with it, interleaved in the same rounds.
 ReACT: ``agents`` forced agents (the ``react_turns`` script: same tool call every turn, only
 the history grows) run concurrently, against one agent alone; the figure of merit is each
 agent's turn-``turns`` / turn-1 latency ratio, which stays flat only when every agent keeps its
-own history cached while the others run.
+own history cached while the others run. A turn's latency is the time its generation held the
+model (``mot.meta["model_seconds"]``): with four agents sharing one model, a turn's wall time
+also holds its wait behind the other agents' turns, which depends on the order they arrive in
+(an agent whose first turn came first waits for none, later for three), not on the cache. The
+wall-clock ratios are reported beside it (``wall_*``).
 """
 
 from __future__ import annotations
@@ -140,21 +144,26 @@ def _run(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]]) ->
 
 @torch.no_grad()
 def measure_schedules(bench: CheckBench, *, n: int = 8, history: int = 500,
-                      new_tokens: int = 32, checks: int = 3) -> dict[str, Any]:
-    """Tokens and check latency per schedule (see the module docstring)."""
+                      new_tokens: int = 32, checks: int = 3, rounds: int = 1) -> dict[str, Any]:
+    """Tokens and check latency per schedule (see the module docstring); times are medians
+    over ``rounds`` rounds of the three schedules."""
     backend = bench.backend
     results: dict[str, Any] = {}
-    for name in SCHEDULES:
-        work = _Workload(bench, n, history, new_tokens, checks)
-        backend.prefix_cache.clear()
-        before = _counts(backend)
-        t0 = time.perf_counter()
-        _run(bench.loop, getattr(work, name))
-        seconds = time.perf_counter() - t0
-        row = _minus(_counts(backend), before)
-        row["seconds"] = seconds
-        row["check_median_ms"] = 1000 * statistics.median(work.latencies)
-        results[name] = row
+    seconds: dict[str, list[float]] = {name: [] for name in SCHEDULES}
+    latencies: dict[str, list[float]] = {name: [] for name in SCHEDULES}
+    for _ in range(rounds):  # the schedules round-robin, so drift hits them alike
+        for name in SCHEDULES:
+            work = _Workload(bench, n, history, new_tokens, checks)
+            backend.prefix_cache.clear()
+            before = _counts(backend)
+            t0 = time.perf_counter()
+            _run(bench.loop, getattr(work, name))
+            seconds[name].append(time.perf_counter() - t0)
+            latencies[name] += work.latencies
+            results.setdefault(name, _minus(_counts(backend), before))  # the same each round
+    for name, row in results.items():
+        row["seconds"] = statistics.median(seconds[name])
+        row["check_median_ms"] = 1000 * statistics.median(latencies[name])
     serial = results["serial"]
     for name in SCHEDULES[1:]:
         row = results[name]
@@ -194,8 +203,8 @@ def measure_floor(bench: CheckBench, *, history: int = 500, repeats: int = 7) ->
             try:
                 t0 = time.perf_counter()
                 peft(input_ids=suffix_t, use_cache=True, logits_to_keep=1, **{kw: entry.cache})
-                crop_to(entry.cache, prompt.shared)
                 floor.append(time.perf_counter() - t0)
+                crop_to(entry.cache, prompt.shared)  # untimed: back to the base prefix
             finally:
                 peft.base_model.disable_adapter_layers()
     med_ours, med_floor = statistics.median(ours), statistics.median(floor)
@@ -204,52 +213,77 @@ def measure_floor(bench: CheckBench, *, history: int = 500, repeats: int = 7) ->
             "ours_over_floor": med_ours / med_floor}
 
 
-def measure_agents(backend: Any, *, agents: int = 4, turns: int = 10) -> dict[str, Any]:
-    """Per-turn latency of ``agents`` concurrent forced ReACT agents against one alone."""
+def measure_agents(backend: Any, *, agents: int = 4, turns: int = 10,
+                   repeats: int = 3) -> dict[str, Any]:
+    """Per-turn latency of ``agents`` concurrent forced ReACT agents against one alone.
+
+    ``repeats`` rounds, each running one agent alone then ``agents`` at once (fresh agent
+    texts every round, so nothing of an earlier round is reused). Each setting starts from a
+    cache holding only the shared system/tool prompt (a one-turn warm-up agent): otherwise the
+    first concurrent agent would prefill that prompt at turn 1 and the others copy it, and the
+    turn-1 latencies the ratios divide by would differ for a reason that is not the cache's
+    hold on each history.
+    """
     from mellea_local.bench.react_turns import CALL, FINAL, Forcer, Timed, fetch
     from mellea_local.react import react
     from mellea_local.tools import MelleaTool
 
-    async def agent(k: int) -> list[dict[str, Any]]:
+    async def agent(name: str, n_turns: int) -> list[dict[str, Any]]:
         timed = Timed(backend)
-        forcer = Forcer(backend.tokenizer, [CALL] * turns + [FINAL])
+        forcer = Forcer(backend.tokenizer, [CALL] * n_turns + [FINAL])
         opts = {"prefix_allowed_tokens_fn": forcer, ModelOption.MAX_NEW_TOKENS: 64}
         out, _ = await react(
-            f"Agent {k}: read the paris page of the guide again and again.", ChatContext(),
+            f"Agent {name}: read the paris page of the guide again and again.", ChatContext(),
             timed, tools=[MelleaTool.from_callable(fetch)], model_options=opts,
-            loop_budget=turns + 1)
+            loop_budget=n_turns + 1)
         if out.value != "done":
             raise BenchmarkError(f"A forced ReACT agent ended with {out.value!r}, not 'done'.")
-        return timed.turns[:turns]
+        return timed.turns[:n_turns]
 
-    async def run(count: int) -> list[list[dict[str, Any]]]:
-        return list(await asyncio.gather(*(agent(k) for k in range(count))))
+    async def run(round_: int, count: int) -> list[list[dict[str, Any]]]:
+        backend.prefix_cache.clear()
+        await agent(f"warm-{round_}-{count}", 1)
+        return list(await asyncio.gather(*(agent(f"{round_}.{k}", turns)
+                                           for k in range(count))))
 
+    samples: dict[str, list[list[dict[str, Any]]]] = {"alone": [], "concurrent": []}
     loop = asyncio.new_event_loop()
     try:
-        result: dict[str, Any] = {"agents": agents, "turns": turns}
-        for label, count in (("alone", 1), ("concurrent", agents)):
-            backend.prefix_cache.clear()
-            runs = loop.run_until_complete(run(count))
-            ratios = [r[-1]["seconds"] / r[0]["seconds"] for r in runs]
-            result[label] = {
-                "turn1_ms": [1000 * r[0]["seconds"] for r in runs],
-                "last_turn_ms": [1000 * r[-1]["seconds"] for r in runs],
-                "last_over_first": ratios,
-                "median_last_over_first": statistics.median(ratios),
-                "last_turn_prefilled": [r[-1]["prefilled_tokens"] for r in runs],
-                "last_turn_reused": [r[-1]["reused_tokens"] for r in runs],
-            }
+        for r in range(repeats):
+            samples["alone"] += loop.run_until_complete(run(r, 1))
+            samples["concurrent"] += loop.run_until_complete(run(r, agents))
     finally:
         loop.close()
-    alone = result["alone"]["median_last_over_first"]
-    result["concurrent_ratio_vs_alone"] = result["concurrent"]["median_last_over_first"] / alone
+    result: dict[str, Any] = {"agents": agents, "turns": turns, "repeats": repeats}
+    for label, runs in samples.items():
+        ratios = [t[-1]["model_seconds"] / t[0]["model_seconds"] for t in runs]
+        cpu = [t[-1]["model_cpu_seconds"] / t[0]["model_cpu_seconds"] for t in runs]
+        wall = [t[-1]["seconds"] / t[0]["seconds"] for t in runs]
+        result[label] = {
+            "turn1_ms": [1000 * t[0]["model_seconds"] for t in runs],
+            "last_turn_ms": [1000 * t[-1]["model_seconds"] for t in runs],
+            "last_over_first": ratios,
+            "median_last_over_first": statistics.median(ratios),
+            "cpu_last_over_first": cpu,
+            "median_cpu_last_over_first": statistics.median(cpu),
+            "wall_last_over_first": wall,
+            "median_wall_last_over_first": statistics.median(wall),
+            "turn1_prefilled": [t[0]["prefilled_tokens"] for t in runs],
+            "last_turn_prefilled": [t[-1]["prefilled_tokens"] for t in runs],
+            "last_turn_reused": [t[-1]["reused_tokens"] for t in runs],
+        }
+    alone, together = result["alone"], result["concurrent"]
+    result["concurrent_ratio_vs_alone"] = (together["median_last_over_first"]
+                                           / alone["median_last_over_first"])
+    result["cpu_concurrent_ratio_vs_alone"] = (together["median_cpu_last_over_first"]
+                                               / alone["median_cpu_last_over_first"])
     return result
 
 
 def measure_conversations(bench: CheckBench, *, n: int = 8, history: int = 500,
                           new_tokens: int = 32, checks: int = 3, agents: int = 4,
-                          turns: int = 10, repeats: int = 7,
+                          turns: int = 10, repeats: int = 7, agent_repeats: int = 3,
+                          rounds: int = 3,
                           on_line: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Everything above, in one run; the JSON of ``benchmarks/conversations.py``."""
     say = on_line or (lambda _line: None)
@@ -264,11 +298,13 @@ def measure_conversations(bench: CheckBench, *, n: int = 8, history: int = 500,
     result["floor"] = measure_floor(bench, history=history, repeats=repeats)
     say(format_floor(result["floor"]))
     result["schedules"] = measure_schedules(bench, n=n, history=history,
-                                            new_tokens=new_tokens, checks=checks)
+                                            new_tokens=new_tokens, checks=checks,
+                                            rounds=rounds)
     for line in format_schedules(result["schedules"], result["floor"]["floor_ms"]):
         say(line)
     if agents and turns:
-        result["react"] = measure_agents(bench.backend, agents=agents, turns=turns)
+        result["react"] = measure_agents(bench.backend, agents=agents, turns=turns,
+                                         repeats=agent_repeats)
         say(format_agents(result["react"]))
     return result
 
@@ -294,8 +330,11 @@ def format_schedules(rows: dict[str, Any], floor_ms: float) -> list[str]:
 
 
 def format_agents(r: dict[str, Any]) -> str:
-    return (f"ReACT, {r['turns']} turns: turn {r['turns']}/turn 1 alone "
-            f"{r['alone']['median_last_over_first']:.2f}, {r['agents']} concurrent agents "
-            f"{r['concurrent']['median_last_over_first']:.2f} (each: "
-            + ", ".join(f"{x:.2f}" for x in r["concurrent"]["last_over_first"])
-            + f") -> {r['concurrent_ratio_vs_alone']:.2f}x")
+    a, c = r["alone"], r["concurrent"]
+    return (f"ReACT, {r['turns']} turns, median of {r['repeats']} rounds: turn {r['turns']}/"
+            f"turn 1 alone {a['median_last_over_first']:.2f}, {r['agents']} concurrent agents "
+            f"{c['median_last_over_first']:.2f} -> {r['concurrent_ratio_vs_alone']:.2f}x "
+            f"(CPU time {r['cpu_concurrent_ratio_vs_alone']:.2f}x; wall with the queueing "
+            f"{a['median_wall_last_over_first']:.2f} vs {c['median_wall_last_over_first']:.2f})"
+            f"; turn {r['turns']} prefilled {max(c['last_turn_prefilled'])} tokens at most "
+            f"(alone {max(a['last_turn_prefilled'])})")

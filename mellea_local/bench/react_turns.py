@@ -87,6 +87,8 @@ class Timed(Backend):
         self.turns.append({
             "started": t0,
             "seconds": time.perf_counter() - t0,
+            "model_seconds": mot.meta.get("model_seconds"),
+            "model_cpu_seconds": mot.meta.get("model_cpu_seconds"),
             "prompt_tokens": mot.usage["prompt_tokens"],
             "new_tokens": mot.usage["completion_tokens"],
             "prefilled_tokens": last.prefilled_tokens,

@@ -20,6 +20,10 @@ OURS_OVER_FLOOR_MAX = 1.3
 BATCH8_OVER_ONE_MAX = 3.0
 SCRATCH_OVER_OURS_MIN = ((4096, 10.0), (2048, 5.0))
 """(context tokens at least, minimum ratio): the first row that applies sets the bar."""
+REUSED_VS_SERIAL_MIN = 0.95
+PREFILLED_VS_SERIAL_MAX = 1.1
+CHECK_OVER_FLOOR_MAX = 1.3
+AGENTS_VS_ALONE_TOLERANCE = 0.1
 NOT_JUDGED = "not judged (--quick)"
 QUICK_UNMEASURED = "not measured by --quick: run `mellea-local bench`"
 
@@ -70,6 +74,38 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         if not scratch_applied:
             out.append(_target("scratch/ours", "needs >= 2048 context tokens", None,
                                ">= 5 at 2048, >= 10 at 4096", None))
+    out += _conversation_targets(results.get("conversations"))
+    return out
+
+
+def _conversation_targets(conv: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Many conversations: tokens against serial, check latency against the floor, agents."""
+    if not conv:
+        return []
+    out = []
+    floor_ms = conv["floor"]["floor_ms"]
+    for name in ("interleaved", "concurrent"):
+        row = conv["schedules"][name]
+        r = row["reused_vs_serial"]
+        out.append(_target("reused/serial", name, r, f">= {REUSED_VS_SERIAL_MIN:g}",
+                           r >= REUSED_VS_SERIAL_MIN))
+        r = row["prefilled_vs_serial"]
+        out.append(_target("prefilled/serial", name, r, f"<= {PREFILLED_VS_SERIAL_MAX:g}",
+                           r <= PREFILLED_VS_SERIAL_MAX))
+    # A concurrent check's wall time includes its wait behind the others' calls: its cost
+    # is read from the schedule's total against serial instead.
+    r = conv["schedules"]["interleaved"]["check_median_ms"] / floor_ms
+    out.append(_target("check/floor", "interleaved", r, f"<= {CHECK_OVER_FLOOR_MAX:g}",
+                       r <= CHECK_OVER_FLOOR_MAX))
+    r = conv["schedules"]["concurrent"]["seconds_vs_serial"]
+    out.append(_target("total time/serial", "concurrent", r, "<= 1.1", r <= 1.1))
+    react = conv.get("react")
+    if react:
+        r = react["concurrent_ratio_vs_alone"]
+        tol = AGENTS_VS_ALONE_TOLERANCE
+        out.append(_target(f"agent turn {react['turns']}/turn 1, concurrent / alone",
+                           f"{react['agents']} agents", r, f"within {tol:.0%} of 1",
+                           abs(r - 1) <= tol))
     return out
 
 
@@ -181,7 +217,8 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     cfg = results["config"]
     info = results["environment"]
     out = [f"# Benchmark `{results['name']}`", ""]
-    timed = any(results.get(s) for s in ("generation", "react", "requirement_check", "batched"))
+    timed = any(results.get(s) for s in ("generation", "react", "requirement_check", "batched",
+                                         "conversations"))
     subject = (f"speed subject: {cfg['speed_model']} ({cfg['params']:,} parameters, "
                f"{cfg['device']}, {cfg['dtype']}) with random adapters" if timed
                else "speed sections skipped")
@@ -204,6 +241,17 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     if batched:
         out += ["", f"## Batched checks at {batched['context_tokens']} context tokens "
                 "(median ms)", "", *_batched_table(batched)]
+    conv = results.get("conversations")
+    if conv:
+        from mellea_local.bench.conversations import format_agents, format_floor, format_schedules
+
+        lines = format_schedules(conv["schedules"], conv["floor"]["floor_ms"])
+        out += ["", f"## Many conversations ({conv['conversations']} of ~"
+                f"{conv['history_tokens']} tokens, each a generation + "
+                f"{conv['checks_per_conversation']} checks)", "", format_floor(conv["floor"]),
+                "", "```", *lines, "```"]
+        if conv.get("react"):
+            out += ["", format_agents(conv["react"])]
     gen = results.get("generation")
     if gen:
         out += ["", "## Generation overhead", "",

@@ -27,7 +27,7 @@ from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import InvalidInputError
 from mellea_local.launch import EMBEDDED
 
-SECTIONS = ("generation", "react", "requirement_check", "batched", "accuracy")
+SECTIONS = ("generation", "react", "requirement_check", "batched", "conversations", "accuracy")
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,15 @@ class Grid:
     batch_sizes: tuple[int, ...]
     examples_per_family: int
     size: str
+    conversations: tuple[int, int, int, int] = (8, 500, 4, 10)
+    """(conversations, history tokens, concurrent ReACT agents, turns per agent)."""
 
 
 FULL = Grid(lengths=(256, 1024, 2048, 4096), repeats=7, new_tokens=256, react_turns=10,
             react_repeats=3, batch_sizes=(1, 2, 4, 8), examples_per_family=40, size="bench-20m")
 QUICK = Grid(lengths=(128, 512), repeats=3, new_tokens=32, react_turns=2, react_repeats=2,
-             batch_sizes=(1, 4, 8), examples_per_family=2, size="tiny")
+             batch_sizes=(1, 4, 8), examples_per_family=2, size="tiny",
+             conversations=(3, 200, 3, 3))
 
 
 @dataclass
@@ -286,6 +289,7 @@ def _speed_sections(
     dtype: torch.dtype, lengths: list[int], repeats: int,
 ) -> None:
     from mellea_local.bench.batched import format_batched, measure_batched
+    from mellea_local.bench.conversations import measure_conversations
     from mellea_local.bench.generation import format_generation, measure_generation
     from mellea_local.bench.react_turns import format_react, measure_react
     from mellea_local.bench.requirement_check import (
@@ -297,7 +301,7 @@ def _speed_sections(
     from mellea_local.bench.subjects import param_count
 
     grid = cfg.grid
-    wanted = [s for s in SECTIONS[:4] if s not in cfg.skip]
+    wanted = [s for s in SECTIONS[:5] if s not in cfg.skip]
     if not wanted:
         results["config"]["params"] = 0
         return
@@ -315,7 +319,7 @@ def _speed_sections(
                                          repeats=grid.react_repeats, tick=tick)
         for line in format_react(results["react"]):
             bars.print(line)
-    if "requirement_check" in wanted or "batched" in wanted:
+    if {"requirement_check", "batched", "conversations"} & set(wanted):
         bench = open_check_bench(model, tokenizer, model_id=label)
         try:
             if "requirement_check" in wanted:
@@ -331,6 +335,13 @@ def _speed_sections(
                     repeats=repeats, tick=tick)
                 for line in format_batched(results["batched"]):
                     bars.print(line)
+            if "conversations" in wanted:
+                n, history, agents, turns = grid.conversations
+                bars.task("many conversations", 1)
+                results["conversations"] = measure_conversations(
+                    bench, n=n, history=history, new_tokens=min(grid.new_tokens, 32),
+                    agents=agents, turns=turns, repeats=repeats, on_line=bars.print,
+                    rounds=1 if cfg.quick else 3, agent_repeats=1 if cfg.quick else 3)
         finally:
             bench.close()
 

@@ -63,9 +63,14 @@ def build_prompts(
 def _turn_start(before: str, text: str) -> int:
     """Where the intrinsic's own turn starts in ``text``: the end of the part it shares with
     the rendered conversation alone (templates that rewrite earlier turns share less)."""
-    common = 0
-    for a, b in zip(before, text, strict=False):
-        if a != b:
-            break
-        common += 1
-    return common
+    # Binary search on slice equality (C speed): a character loop cost ~1 ms per 5k chars.
+    lo, hi = 0, min(len(before), len(text))
+    if before[:hi] == text[:hi]:
+        return hi
+    while lo < hi:  # invariant: before[:lo] == text[:lo] and before[:hi] != text[:hi]
+        mid = (lo + hi + 1) // 2
+        if before[:mid] == text[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mellea_local.errors import InvalidInputError
+from mellea_local.rendering.memo import MIN_TEXT, memoised, vocab_size
 
 _PLACEHOLDER = "MLCT{nonce}N{index}E"
 """ASCII letters and digits only, so ``tojson``, ``trim`` and escaping leave it intact."""
@@ -74,7 +75,11 @@ class RenderedPrompt:
 def _ids(tokenizer: Any, text: str, **kwargs: Any) -> list[int]:
     if not text:
         return []
-    return list(tokenizer(text, add_special_tokens=False, **kwargs)["input_ids"])
+    if len(text) < MIN_TEXT:
+        return list(tokenizer(text, add_special_tokens=False, **kwargs)["input_ids"])
+    key = (text, vocab_size(tokenizer), tuple(sorted(kwargs.items())))
+    return list(memoised(tokenizer, "encode", key, lambda: tuple(
+        tokenizer(text, add_special_tokens=False, **kwargs)["input_ids"])))
 
 
 def _regions(

@@ -13,6 +13,7 @@ from typing import Any
 from mellea_local.errors import PromptTooLongError, UnsupportedInputError
 from mellea_local.messages import Message
 from mellea_local.rendering.control_tokens import Neutraliser, RenderedPrompt
+from mellea_local.rendering.memo import json_key, memoised, vocab_size
 
 
 def check_text_only(messages: Sequence[Message], model_name: str) -> None:
@@ -44,15 +45,22 @@ def render_prompt(
             "The tokenizer has no chat template; load a chat/instruct model or set "
             "tokenizer.chat_template."
         )
-    neutral = Neutraliser(tokenizer)
-    text = tokenizer.apply_chat_template(
-        neutral(message_dicts),
-        tools=neutral(tool_specs, "tools") or None,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=False,
-        **(template_kwargs or {}),
-    )
-    return neutral.restore(text)
+
+    def render() -> RenderedPrompt:
+        neutral = Neutraliser(tokenizer)
+        text = tokenizer.apply_chat_template(
+            neutral(message_dicts),
+            tools=neutral(tool_specs, "tools") or None,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+            **(template_kwargs or {}),
+        )
+        return neutral.restore(text)
+
+    # The same conversation is rendered once per check of a turn: remember the result.
+    key = json_key(tokenizer.chat_template, vocab_size(tokenizer), message_dicts, tool_specs,
+                   template_kwargs, add_generation_prompt)
+    return render() if key is None else memoised(tokenizer, "render", key, render)
 
 
 def render_prompt_ids(

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from mellea_local.cli import app
 
-SPEED = ("generation", "react", "requirement_check", "batched")
+SPEED = ("generation", "react", "requirement_check", "batched", "conversations")
 
 
 def test_bench_accuracy_on_ray_equals_the_local_section(ray_cluster, shared_embedded_backend,

@@ -16,7 +16,7 @@ from mellea_local.cli import app
 from .data import row
 
 runner = CliRunner()
-SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react")
+SPEED_SECTIONS = ("generation", "requirement_check", "batched", "react", "conversations")
 MODES = {"ours", "floor", "alora_scratch", "lora", "llm_judge", "batch8"}
 
 
@@ -53,7 +53,14 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     # The bare-model floor of each reuse turn: positive, and a turn never beats it by much.
     assert all(t["floor_min_ms"] > 0 and t["over_floor"] > 0.5 for t in reuse)
     assert data["react"]["floor"]["turn2_over_turn1"] > 0
-    assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours"}
+    conv = data["conversations"]
+    assert conv["conversations"] == 3 and set(conv["schedules"]) == {
+        "serial", "interleaved", "concurrent"}
+    # Every schedule reuses what serial does: each conversation keeps its own prefix.
+    assert conv["schedules"]["interleaved"]["reused_vs_serial"] >= 0.95
+    assert conv["react"]["agents"] == 3 and conv["floor"]["floor_ms"] > 0
+    assert {t["ratio"] for t in data["targets"]} >= {"ours/floor", "batch8/one", "scratch/ours",
+                                                     "reused/serial", "prefilled/serial"}
     # A smoke run judges nothing and draws nothing; it says so instead of reporting misses.
     assert all(t["met"] is None for t in data["targets"])
     assert "MISSED" not in result.output and "not judged (--quick)" in result.output
