@@ -46,8 +46,9 @@ def test_the_same_base_under_another_spelling_loads(bare_backend, tmp_path, base
 def test_a_model_loaded_without_a_name_checks_nothing(tiny_tokenizer, tmp_path):
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.embedded import build_model
-    from tests.intrinsics.conftest import make_adapter
+    from mellea_local.embedded.random_adapter import save_random_adapter
 
-    folder = make_adapter(tiny_tokenizer, tmp_path / "a", alora=False, seed=1)
+    base = build_model(tiny_tokenizer, seed=5)
+    folder = save_random_adapter(base, tiny_tokenizer, tmp_path / "a", alora=False, seed=1)
     backend = LocalHFBackend.from_loaded(build_model(tiny_tokenizer, seed=5), tiny_tokenizer)
     assert backend.add_adapter(folder, name="x").name == "x"

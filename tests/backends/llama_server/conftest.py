@@ -40,10 +40,6 @@ needs_server = pytest.mark.llama_server
 _LEFT_OUT: list[str] = []
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "llama_server: needs the llama-server binary")
-
-
 def pytest_collection_modifyitems(config, items):
     """Without the binary the server tests are left out, with one line saying how to get it
     (a skip per test would print a line per test)."""
