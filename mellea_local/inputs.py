@@ -105,3 +105,19 @@ def check_backend(value: Any, argument: str = "backend", *, needs: str | None = 
             "built, e.g. LocalHFBackend.embedded()."
         )
     return value
+
+
+def check_format(value: Any) -> Any:
+    """``value`` if it can constrain a generation (a pydantic model class), or None.
+
+    Backends read its JSON schema; anything else used to fail deep inside with an
+    ``AttributeError`` on ``model_json_schema``.
+    """
+    if value is not None and not (isinstance(value, type)
+                                  and hasattr(value, "model_json_schema")):
+        raise InputTypeError(
+            f"format must be a pydantic BaseModel class (its JSON schema constrains the "
+            f"output), got {value!r}; define `class Answer(BaseModel): ...` and pass "
+            "format=Answer."
+        )
+    return value

@@ -59,15 +59,16 @@ from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import AdapterError, AdapterNotFoundError, InputTypeError
-from mellea_local.intrinsics.requirement_check import ascore_requirements
+from mellea_local.errors import AdapterError, AdapterNotFoundError
+from mellea_local.inputs import check_format
+from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, check_options, merge_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
 from mellea_local.rendering.request import render_request
 
 logger = logging.getLogger(__name__)
 
-class LocalHFBackend(Backend):
+class LocalHFBackend(RequirementScoring, Backend):
     """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
 
     ``model`` is a local folder or a hub id (the hub cache is honoured; with
@@ -214,13 +215,7 @@ class LocalHFBackend(Backend):
         model_options: dict[str, Any] | None = None,
         tool_calls: bool = False,
     ) -> tuple[ModelOutputThunk[Any], Context]:
-        if format is not None and not (isinstance(format, type)
-                                       and hasattr(format, "model_json_schema")):
-            raise InputTypeError(
-                f"format must be a pydantic BaseModel class (its JSON schema constrains the "
-                f"output), got {format!r}; define `class Answer(BaseModel): ...` and pass "
-                "format=Answer."
-            )
+        check_format(format)
         if format is not None and tool_calls:
             logger.warning("format= constrains the output to JSON; tool calling is turned off")
             tool_calls = False
@@ -404,18 +399,6 @@ class LocalHFBackend(Backend):
             shared, processors=processors, max_new_tokens=max_new_tokens, reuse=reuse,
         )
         return token_logprobs(self.tokenizer, new_ids, scores, top_logprobs)
-
-    async def score_requirements(
-        self,
-        ctx: Context,
-        descriptions: Sequence[str],
-        *,
-        intrinsic_name: str = REQUIREMENT_CHECK,
-        model_options: dict[str, Any] | None = None,
-    ) -> list[str]:
-        """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
-        return await ascore_requirements(self, ctx, descriptions, intrinsic_name=intrinsic_name,
-                                         model_options=model_options)
 
     @classmethod
     def embedded(

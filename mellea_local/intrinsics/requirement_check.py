@@ -107,6 +107,25 @@ async def ascore_requirements(
                                model_options=model_options)
 
 
+class RequirementScoring:
+    """``Backend.score_requirements`` for a backend that is an ``AdapterRunner``: mix it in
+    before ``Backend`` (``class MyBackend(RequirementScoring, Backend)``), so every runner
+    scores through the same intrinsic path instead of restating it."""
+
+    async def score_requirements(
+        self,
+        ctx: Context,
+        descriptions: Sequence[str],
+        *,
+        intrinsic_name: str = INTRINSIC,
+        model_options: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
+        return await ascore_requirements(self, ctx, descriptions,  # type: ignore[arg-type]
+                                         intrinsic_name=intrinsic_name,
+                                         model_options=model_options)
+
+
 async def arequirement_checks(
     context: Context,
     backend: AdapterRunner,

@@ -82,7 +82,7 @@ from mellea_local.backends.llama_server.routing import (
 )
 from mellea_local.backends.llama_server.sampling import sampling_body
 from mellea_local.backends.stats import CacheCounts, CacheStats
-from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
+from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
@@ -93,7 +93,8 @@ from mellea_local.errors import (
     LlamaServerResponseError,
     LlamaServerUnavailableError,
 )
-from mellea_local.intrinsics.requirement_check import ascore_requirements
+from mellea_local.inputs import check_format
+from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, check_options, merge_options
 from mellea_local.rendering.request import render_request
 
@@ -113,7 +114,7 @@ def _load_tokenizer(tokenizer: Any) -> Any:
     return tokenizer
 
 
-class LlamaServerBackend(Backend):
+class LlamaServerBackend(RequirementScoring, Backend):
     """A ``Backend`` and adapter runner whose model runs in llama-server processes.
 
     ``urls``: running servers (``http://127.0.0.1:PORT``) that loaded the same base GGUF and
@@ -502,6 +503,7 @@ class LlamaServerBackend(Backend):
         model_options: dict[str, Any] | None = None,
         tool_calls: bool = False,
     ) -> tuple[ModelOutputThunk[Any], Context]:
+        check_format(format)
         if format is not None and tool_calls:
             logger.warning("format= constrains the output to JSON; tool calling is turned off")
             tool_calls = False
@@ -726,17 +728,6 @@ class LlamaServerBackend(Backend):
             gen_kwargs={"max_new_tokens": max_new_tokens}, scores_out=scores)
         return token_logprobs(self._tokenizer, new_ids, scores, top_logprobs)
 
-    async def score_requirements(
-        self,
-        ctx: Context,
-        descriptions: Sequence[str],
-        *,
-        intrinsic_name: str = REQUIREMENT_CHECK,
-        model_options: dict[str, Any] | None = None,
-    ) -> list[str]:
-        """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
-        return await ascore_requirements(self, ctx, descriptions, intrinsic_name=intrinsic_name,
-                                         model_options=model_options)
 
 
 def _default_budget(model_dir: Path) -> int:
