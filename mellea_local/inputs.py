@@ -11,6 +11,7 @@ description ran, or failed deep inside with a raw ``TypeError``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +19,8 @@ from mellea_local.core.backend import Backend
 from mellea_local.core.component import Component
 from mellea_local.core.context import Context
 from mellea_local.errors import InputTypeError, InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 
 def _is_requirement(value: Any) -> bool:
@@ -107,17 +110,21 @@ def check_backend(value: Any, argument: str = "backend", *, needs: str | None = 
     return value
 
 
-def check_format(value: Any) -> Any:
-    """``value`` if it can constrain a generation (a pydantic model class), or None.
+def check_format(value: Any, tool_calls: bool) -> bool:
+    """Refuse a ``format`` that cannot constrain a generation; return whether tool calling
+    stays on (a JSON-constrained output cannot also call tools, so format= turns it off).
 
-    Backends read its JSON schema; anything else used to fail deep inside with an
-    ``AttributeError`` on ``model_json_schema``.
+    Backends read the format's JSON schema; anything but a pydantic model class used to fail
+    deep inside with an ``AttributeError`` on ``model_json_schema``.
     """
-    if value is not None and not (isinstance(value, type)
-                                  and hasattr(value, "model_json_schema")):
+    if value is None:
+        return tool_calls
+    if not (isinstance(value, type) and hasattr(value, "model_json_schema")):
         raise InputTypeError(
             f"format must be a pydantic BaseModel class (its JSON schema constrains the "
             f"output), got {value!r}; define `class Answer(BaseModel): ...` and pass "
             "format=Answer."
         )
-    return value
+    if tool_calls:
+        logger.warning("format= constrains the output to JSON; tool calling is turned off")
+    return False

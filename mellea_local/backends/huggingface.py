@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,7 +65,6 @@ from mellea_local.options import ModelOption, check_options, merge_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
 from mellea_local.rendering.request import render_request
 
-logger = logging.getLogger(__name__)
 
 class LocalHFBackend(RequirementScoring, Backend):
     """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
@@ -215,10 +213,7 @@ class LocalHFBackend(RequirementScoring, Backend):
         model_options: dict[str, Any] | None = None,
         tool_calls: bool = False,
     ) -> tuple[ModelOutputThunk[Any], Context]:
-        check_format(format)
-        if format is not None and tool_calls:
-            logger.warning("format= constrains the output to JSON; tool calling is turned off")
-            tool_calls = False
+        tool_calls = check_format(format, tool_calls)
         opts = merge_options(self.model_options, model_options)
         ids, tools, gen_kwargs = self.render(
             action, ctx, model_options=model_options, tool_calls=tool_calls

@@ -503,10 +503,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         model_options: dict[str, Any] | None = None,
         tool_calls: bool = False,
     ) -> tuple[ModelOutputThunk[Any], Context]:
-        check_format(format)
-        if format is not None and tool_calls:
-            logger.warning("format= constrains the output to JSON; tool calling is turned off")
-            tool_calls = False
+        tool_calls = check_format(format, tool_calls)
         opts = merge_options(self.model_options, model_options)
         ids, tools, gen_kwargs = self.render(action, ctx, model_options=model_options,
                                              tool_calls=tool_calls)
