@@ -1,6 +1,6 @@
 """Cross-conversation batching: k checks of k conversations, one by one vs one batched forward.
 
-Both sides go through the backend's ``CheckBatcher`` (``mellea_local.backends.cross_batch``):
+Both sides go through the backend's ``CheckBatcher`` (``mellea_local.backends.hf.cross_batch``):
 "singles" calls it k times in a row; "batched" queues the k calls on threads while the model is
 busy, so the first to get the model serves all k in one padded forward (the prefix copies
 included in its time). Prefixes are cached before timing; rounds alternate so drift hits both.
@@ -54,7 +54,7 @@ def main() -> None:
     result = {"benchmark": "cross_batch", "model": args.size, **machine_info(), "rows": []}
     try:
         for k in args.k:
-            calls = [lambda r=r, s=s: backend._batcher.run(alora, r, s) for r, s in rows[:k]]
+            calls = [lambda r=r, s=s: backend.engine.batcher.run(alora, r, s) for r, s in rows[:k]]
             singles = [c() for c in calls]
             batched = run_together(backend, calls)
             diff = max(float((a - b).abs().max()) for a, b in zip(singles, batched, strict=True))

@@ -124,7 +124,7 @@ from mellea_local.tools import AbstractMelleaTool, MelleaTool, tool
 # Names whose modules import torch/transformers: resolved on first use (PEP 562), so
 # `import mellea_local` stays light for code that only builds contexts and requirements.
 _LAZY = {
-    "LocalHFBackend": "mellea_local.backends.huggingface",
+    "LocalHFBackend": "mellea_local.backends.hf",
     "LlamaServerBackend": "mellea_local.backends.llama_server.backend",
     "CacheStats": "mellea_local.backends.stats",
     "PrefixCache": "mellea_local.backends.kv_cache",

@@ -101,7 +101,7 @@ def load_backend(
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     check_model_args(model, dtype=dtype, adapter=adapter)
-    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.backends.hf import LocalHFBackend
 
     if model == EMBEDDED:
         return LocalHFBackend.embedded(device=device or "cpu")

@@ -13,7 +13,6 @@ answer), never over an empty conversation.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import uuid
@@ -25,11 +24,11 @@ from jinja2.sandbox import SandboxedEnvironment
 from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import ChatContext, Context, SimpleContext
+from mellea_local.core.sync import run_sync
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import (
     AdapterNotFoundError,
     InvalidInputError,
-    SyncInEventLoopError,
     UnsupportedInputError,
 )
 from mellea_local.messages import Message
@@ -58,15 +57,9 @@ _TEMPLATES = SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
 
 
 def _run(coro: Coroutine[Any, Any, T], twin: str) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise SyncInEventLoopError(
+    return run_sync(coro, in_loop=(
         f"MelleaSession.{twin.lstrip('a')}() cannot run inside a running event loop; use "
-        f"`await session.{twin}(...)`."
-    )
+        f"`await session.{twin}(...)`."))
 
 
 def _fill(text: str, user_variables: dict[str, Any] | None) -> str:
@@ -332,7 +325,7 @@ def start_session(
             f"backend_name {backend_name!r} is not available in mellea_local, which runs local "
             "Hugging Face models only; use backend_name='hf'."
         )
-    from mellea_local.backends.huggingface import LocalHFBackend  # torch: import on use
+    from mellea_local.backends.hf import LocalHFBackend  # torch: import on use
 
     if isinstance(model_id, ModelIdentifier):
         model_id = model_id.hf_model_name

@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
+from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
 from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.core.context import ChatContext  # noqa: E402
 from mellea_local.core.thunk import ModelOutputThunk  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(SCRIPTS.parent))
 
 import train_embedded as T  # noqa: E402
 
-from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
+from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
 from mellea_local.embedded import build_tokenizer  # noqa: E402
 from mellea_local.embedded import synthetic as S  # noqa: E402
 

@@ -60,8 +60,8 @@ def probe(backend: Any) -> torch.Tensor:
     """The base model's logits on a fixed prompt, through the backend's own base-call check."""
     ids = backend.tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True,
                                                 tokenize=True, return_dict=True)["input_ids"]
-    with backend._holder.lock, torch.no_grad():
-        backend._holder.assert_base()
+    with backend.engine.holder.lock, torch.no_grad():
+        backend.engine.holder.assert_base()
         return backend.model(torch.tensor([ids])).logits.clone()
 
 

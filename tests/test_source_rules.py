@@ -5,7 +5,9 @@
   spelling it again (prose in docstrings and messages is not code and is not counted).
 - LoRA vs aLoRA is decided by the strategy objects (``adapters/kinds.py``): no module outside
   the adapters layer that defines the kinds tests ``is_alora`` or compares with an
-  ``AdapterKind`` member.
+  ``AdapterKind`` member; and no module outside ``adapters/`` reads a strategy's kind flags
+  (``invoked``, ``reuses_base_cache``) to branch on them: it calls the hook that decides
+  (``base_cache_prefix``, ``engine_invocation``, ...), as PEFT's layers call a variant.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mellea_local"
 NAME = "requirement-check"
 KIND_DEFINERS = {"adapters/kinds.py", "adapters/library.py", "adapters/loaded.py"}
+STRATEGY_FLAGS = {"invoked", "reuses_base_cache"}
+# Follow-up of issue 31 item 3: backends/llama_server/ is being rewritten on its own branch
+# (slot object, launch bracket); it moves to the hooks there, then this exemption goes.
+FLAG_EXEMPT = ("adapters/", "backends/llama_server/")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -54,6 +60,43 @@ def kind_branches(root: Path) -> list[str]:
             ):
                 found.append(f"{rel}:{node.lineno}")
     return sorted(found)
+
+
+def _names_a_strategy(node: ast.AST) -> bool:
+    """``strategy``, ``x.strategy``, ``strategy_for(kind)``: an expression that is one."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name in ("strategy", "strategy_for")
+
+
+def strategy_flag_reads(root: Path, exempt: tuple[str, ...] = FLAG_EXEMPT) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(exempt):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in STRATEGY_FLAGS
+                    and _names_a_strategy(node.value)):
+                found.append(f"{rel}:{node.lineno}")
+    return sorted(found)
+
+
+def test_no_caller_branches_on_a_strategy_flag():
+    assert strategy_flag_reads(PACKAGE) == []
+
+
+def test_the_flag_rule_sees_what_it_claims(tmp_path):
+    (tmp_path / "adapters").mkdir()
+    (tmp_path / "adapters" / "kinds.py").write_text("x = strategy.invoked\n")
+    (tmp_path / "b.py").write_text(
+        "def f(adapter, kind, shared):\n"
+        "    if adapter.strategy.reuses_base_cache:\n"
+        "        return shared\n"
+        "    y = shared if strategy_for(kind).invoked else 0\n"
+        "    return adapter.strategy.base_cache_prefix(shared)\n")
+    assert strategy_flag_reads(tmp_path, exempt=("adapters/",)) == ["b.py:2", "b.py:4"]
 
 
 def test_the_requirement_check_name_is_written_once():

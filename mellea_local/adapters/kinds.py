@@ -8,7 +8,8 @@ instead of branching on the kind - the way PEFT gives each LoRA variant an objec
 - ``build_prompt``: where in a rendered prompt the adapter starts acting, in token space;
 - ``activation_start`` / ``require_activation``: where it starts in the tokens actually fed
   (an aLoRA whose invocation is missing would silently run as the base model under PEFT);
-- ``reuses_base_cache``: whether the base model's K/V of the prefix is valid for it;
+- ``base_cache_prefix``: how much of the prefix may come from the base model's K/V cache;
+- ``engine_invocation``: what an engine that places the adapter itself must be told;
 - ``batchable``: whether several suffixes can share one forward;
 - ``peft_forward_kwargs``: what PEFT needs to place the adapter in a packed batch;
 - ``preference``: which kind serves an intrinsic when both are loaded.
@@ -62,12 +63,25 @@ class AdapterKindStrategy(ABC):
 
     kind: ClassVar[AdapterKind]
     reuses_base_cache: ClassVar[bool]
-    """True when every token before the adapter's start keeps its base-model K/V."""
+    """True when every token before the adapter's start keeps its base-model K/V (read it
+    through :meth:`base_cache_prefix`: callers ask the strategy, they do not branch on it)."""
     preference: ClassVar[int]
     """Lower serves an intrinsic first when adapters of both kinds are loaded for it."""
     invoked: ClassVar[bool]
-    """True when the adapter switches on at an invocation sequence (which an engine that
-    serves it, e.g. llama.cpp's ``adapter.alora.invocation_tokens``, must be told)."""
+    """True when the adapter switches on at an invocation sequence (read it through
+    :meth:`engine_invocation`)."""
+
+    def base_cache_prefix(self, shared: int, *, reuse: bool = True) -> int:
+        """How many of the ``shared`` leading tokens may be served from the base model's K/V
+        cache: all of them when this kind keeps base K/V there and the caller allows reuse,
+        else none (the adapter computes them itself)."""
+        return shared if reuse and self.reuses_base_cache else 0
+
+    def engine_invocation(self, tokens: Sequence[int] | None) -> list[int] | None:
+        """The invocation tokens an engine that places the adapter itself must be told (e.g.
+        llama.cpp's ``adapter.alora.invocation_tokens``), or None for a kind that acts on
+        every token."""
+        return list(tokens or ()) if self.invoked else None
 
     @abstractmethod
     def build_prompt(

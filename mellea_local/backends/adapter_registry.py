@@ -16,7 +16,6 @@ from mellea_local.adapters import (
     AdapterKind,
     ResolvedAdapter,
     base_model_name,
-    fast_path_spec,
 )
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.errors import AdapterError, AdapterNotFoundError
@@ -264,7 +263,7 @@ def describe(resolved: ResolvedAdapter, name: str, tokenizer: Any = None) -> Ada
         io_config=io,
         invocation_tokens=resolved.invocation_tokens,
         intrinsic=intrinsic_of(resolved),
-        fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
+        fast_path=io.fast_path_spec(),
         invocation_text=(tokenizer.decode(list(inv), skip_special_tokens=False)
                          if inv and tokenizer is not None else None),
     )

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor
 
+from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.errors import ConstrainedDecodingError
 
 WHITESPACE_PATTERN = r"[\x20\x0A\x0D\x09]{0,20}"
@@ -97,3 +100,37 @@ class GrammarLogitsProcessor(LogitsProcessor):
                 llt.fill_next_token_bitmask(matcher, mask, row)
         llt.apply_token_bitmask_inplace(scores, mask.to(scores.device))
         return scores
+
+
+def compact_json_grammar(schema: Mapping[str, Any]) -> str:
+    """The llguidance grammar an intrinsic's output is held to: ``response_format`` with the
+    separators the adapters were trained on (``": "``, ``", "``) and no free whitespace."""
+    from llguidance import LLMatcher
+
+    return LLMatcher.grammar_from_json_schema(
+        json.dumps(schema),
+        overrides={"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+    )
+
+
+def token_logprobs(
+    tokenizer: Any, new_ids: Sequence[int], scores: Sequence[torch.Tensor], top_k: int
+) -> list[TokenLogprob]:
+    """Generated tokens up to end-of-text, each with its logprob and the top-k alternatives
+    under the processed scores (what a grammar allowed), as OpenAI-style entries."""
+    new_ids, scores = list(new_ids), list(scores)
+    eos = tokenizer.eos_token_id
+    if eos in new_ids:
+        cut = new_ids.index(eos)
+        new_ids, scores = new_ids[:cut], scores[:cut]
+    tokens = []
+    for token_id, step in zip(new_ids, scores, strict=True):
+        logp = torch.log_softmax(step, dim=-1)
+        top = torch.topk(logp, top_k)
+        alternatives = tuple(
+            (tokenizer.decode([int(i)]), float(v))
+            for v, i in zip(top.values, top.indices, strict=True) if math.isfinite(float(v))
+        )
+        tokens.append(TokenLogprob(tokenizer.decode([token_id]), float(logp[token_id]),
+                                   alternatives))
+    return tokens

@@ -18,8 +18,7 @@ from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import ComponentParseError
 from mellea_local.parsing import ParsedResponse, parse_with_tokenizer
-
-_THINK_OPEN = "<think>"
+from mellea_local.parsing.response import THINK_OPEN
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class GenerationOutput:
 def prompt_opens_thinking(tokenizer: Any, ids: Sequence[int]) -> bool:
     """Whether the prompt ends inside an opened ``<think>`` (the template started thinking)."""
     tail = tokenizer.decode(list(ids[-8:]), skip_special_tokens=False)
-    return tail.rstrip().endswith(_THINK_OPEN)
+    return tail.rstrip().endswith(THINK_OPEN)
 
 
 def finish_thunk(

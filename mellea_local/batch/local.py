@@ -48,11 +48,10 @@ from mellea_local.errors import CheckFileError, LineError
 from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
 from mellea_local.messages import Message
 from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
+from mellea_local.requirements.result import passes
 
 __all__ = ["CheckItem", "CheckSummary", "LineError", "parse_line", "parse_object", "read_done",
            "run_check"]
-
-THRESHOLD = 0.5
 
 
 @dataclass
@@ -154,7 +153,7 @@ def tally(output: Path, summary: CheckSummary) -> None:
 
 
 def record(item: CheckItem, scores: list[float]) -> dict[str, Any]:
-    verdicts = [s > THRESHOLD for s in scores]
+    verdicts = [passes(s) for s in scores]
     rec: dict[str, Any] = {"line": item.line, "id": item.id, "requirements": item.requirements,
                            "scores": scores, "verdicts": verdicts}
     if item.labels is not None:

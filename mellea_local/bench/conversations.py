@@ -126,12 +126,12 @@ def run_together(backend: Any, calls: list[Callable[[], Any]]) -> list[Any]:
         except BaseException as exc:
             out[k] = exc
 
-    with backend._holder.lock:
+    with backend.engine.holder.lock:
         threads = [threading.Thread(target=go, args=(k,)) for k in range(len(calls))]
         for t in threads:
             t.start()
         deadline = time.perf_counter() + 30
-        while len(backend._batcher._pending) < len(calls) and time.perf_counter() < deadline:
+        while backend.engine.batcher.pending < len(calls) and time.perf_counter() < deadline:
             time.sleep(0.001)
     for t in threads:
         t.join()
@@ -190,14 +190,14 @@ def measure_floor(bench: CheckBench, *, history: int = 500, repeats: int = 7) ->
     bench.check(ctx, alora, [req])  # the conversation's base K/V is now cached
     [entry] = backend.prefix_cache.entries()
     suffix_t = torch.tensor([suffix], device=model.device)
-    peft, kw = backend._holder.peft, cache_kwarg_name(model)
+    peft, kw = backend.engine.holder.peft, cache_kwarg_name(model)
     ours: list[float] = []
     floor: list[float] = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         bench.loop.run_until_complete(check_outputs(backend, ctx, [req], adapter=alora))
         ours.append(time.perf_counter() - t0)
-        with backend._holder.lock:  # PEFT's own switches, outside the timed forward
+        with backend.engine.holder.lock:  # PEFT's own switches, outside the timed forward
             peft.base_model.enable_adapter_layers()
             peft.set_adapter(alora.name)
             try:

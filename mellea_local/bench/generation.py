@@ -44,7 +44,7 @@ def measure_generation(
 
     ``tick`` is called after each of the ``repeats`` rounds.
     """
-    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.backends.hf import LocalHFBackend
 
     backend = LocalHFBackend.from_loaded(model, tokenizer, model_id="bench", kv_cache_tokens=0)
     ctx = ChatContext().add(Message("system", "Answer briefly."))

@@ -154,7 +154,7 @@ def measure_react(
 
     ``tick`` is called after each of the ``repeats`` rounds (both backends run once a round).
     """
-    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.backends.hf import LocalHFBackend
 
     backends = {
         "reuse": LocalHFBackend.from_loaded(model, tokenizer, model_id="bench-reuse"),

@@ -71,7 +71,7 @@ def open_check_bench(model: Any, tokenizer: Any, *, model_id: str = "bench") -> 
 
     PEFT patches the model in place, so run benchmarks that need the bare model first.
     """
-    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.backends.hf import LocalHFBackend
     from mellea_local.embedded.random_adapter import save_random_adapter
 
     params = param_count(model)
@@ -103,7 +103,7 @@ def measure_requirement_checks(
     """
     backend = bench.backend
     model, tokenizer = backend.model, backend.tokenizer
-    holder = backend._holder  # the floor measures the bare forward the library wraps
+    holder = backend.engine.holder  # the floor measures the bare forward the library wraps
     req = REQUIREMENTS[1]
 
     def judge(ctx: ChatContext) -> None:

@@ -15,6 +15,13 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from mellea_local.parsing.response import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+)
+
 from .corpus import corpus_lines
 
 END_OF_TEXT = "<|end_of_text|>"
@@ -23,8 +30,6 @@ END_OF_ROLE = "<|end_of_role|>"
 PAD = "<|pad|>"
 SPECIAL_TOKENS = (END_OF_TEXT, START_OF_ROLE, END_OF_ROLE, PAD)
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 # Added but not special: one id each, yet kept by decode(skip_special_tokens=True), so the
 # parser still sees where thinking and tool calls begin and end.
 MARKUP_TOKENS = (THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)

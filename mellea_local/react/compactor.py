@@ -13,10 +13,7 @@ pinned (a user turn) this gives ``goal (user) -> summary (assistant) -> thought 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mellea_local.core.backend import Backend
@@ -24,6 +21,7 @@ from mellea_local.core.blocks import CBlock
 from mellea_local.core.compactor import PinPredicate, pinned_split
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context, SimpleContext
+from mellea_local.core.sync import run_sync
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.errors import InputTypeError, InvalidInputError
 from mellea_local.messages import Message, ToolMessage
@@ -72,28 +70,6 @@ def react_summary_prompt(goal: str | None = None, max_tokens_hint: int | None = 
         words = int(0.75 * max_tokens_hint)
         lines.append(f"- Be at most ~{max_tokens_hint} tokens (roughly {words} words).")
     return "\n\n".join(lines) + "\n\nContext to summarize:\n{conversation}"
-
-
-def _run_sync(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code, inside or outside a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())  # type: ignore[arg-type]
-    box: dict[str, Any] = {}
-
-    def worker() -> None:
-        try:
-            box["value"] = asyncio.run(make())  # type: ignore[arg-type]
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=worker, name="mellea-summarize", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 def _calls_text(calls: list[tuple[str, Any]]) -> str:
@@ -213,7 +189,8 @@ class LLMSummarizeCompactor:
         if cut == 0:
             return ctx
         try:
-            summary = _run_sync(lambda: self._summarise(_transcript(body[:cut]), writer))
+            summary = run_sync(self._summarise(_transcript(body[:cut]), writer),
+                               thread_name="mellea-summarize")
         except _PROPAGATE:
             raise
         except Exception as exc:

@@ -42,7 +42,11 @@ from mellea_local.inputs import check_backend, check_context
 from mellea_local.intrinsics.score import requirement_check_value
 from mellea_local.messages import Message
 from mellea_local.options import check_options
-from mellea_local.requirements.result import ValidationResult, requirement_check_score
+from mellea_local.requirements.result import (
+    ValidationResult,
+    passes,
+    requirement_check_score,
+)
 
 
 class Checkable(Protocol):
@@ -168,7 +172,7 @@ async def _score_batch(
     scores, outputs = await _scores(name, descriptions, ctx, backend, model_options)
     results = []
     for r, score, text in zip(batch, scores, outputs, strict=True):
-        verdict = score > 0.5
+        verdict = passes(score)
         state = "satisfied" if verdict else "not satisfied"
         results.append(
             ValidationResult(

@@ -165,6 +165,16 @@ def requirement_check_score(x: CBlock | ModelOutputThunk[Any] | str) -> float:
     return requirement_check_value(data)
 
 
+PASS_THRESHOLD = 0.5
+"""A requirement-check score strictly above this is a pass (exactly 0.5 is not): the one
+threshold ``validate``, ``check`` and ``requirement_check_to_bool`` share."""
+
+
+def passes(score: float) -> bool:
+    """The verdict of a requirement-check score (``score > PASS_THRESHOLD``)."""
+    return score > PASS_THRESHOLD
+
+
 def requirement_check_to_bool(x: CBlock | ModelOutputThunk[Any] | str) -> bool:
     """True iff the requirement-check score is above 0.5 (exactly 0.5 is not a pass)."""
-    return requirement_check_score(x) > 0.5
+    return passes(requirement_check_score(x))

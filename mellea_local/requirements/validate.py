@@ -9,13 +9,12 @@ yes/no answer) and returns the verdicts in order.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
-from mellea_local.errors import SyncInEventLoopError
+from mellea_local.core.sync import run_sync
 from mellea_local.inputs import description_of, requirement_list
 from mellea_local.requirements.checking import check_requirements
 from mellea_local.requirements.requirement import Requirement, ValidationResult, reqify
@@ -62,14 +61,8 @@ def validate(
     model_options: dict[str, Any] | None = None,
 ) -> list[ValidationResult]:
     """Synchronous ``avalidate`` for code that has no event loop running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(
-            avalidate(
-                reqs, context, backend, output=output, format=format, model_options=model_options
-            )
-        )
-    raise SyncInEventLoopError(
-        "validate() cannot run inside a running event loop; use `await avalidate(...)`."
+    return run_sync(
+        avalidate(reqs, context, backend, output=output, format=format,
+                  model_options=model_options),
+        in_loop="validate() cannot run inside a running event loop; use `await avalidate(...)`.",
     )

@@ -7,13 +7,13 @@ budget is spent. The whole run comes back as a ``SamplingResult``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
-from mellea_local.errors import InputTypeError, SyncInEventLoopError
+from mellea_local.core.sync import run_sync
+from mellea_local.errors import InputTypeError
 from mellea_local.requirements import Requirement
 from mellea_local.sampling.instruction import Instruction
 from mellea_local.sampling.result import SamplingResult
@@ -71,13 +71,8 @@ def instruct(
     model_options: dict[str, Any] | None = None,
 ) -> SamplingResult:
     """Synchronous ``ainstruct`` for code that has no event loop running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(
-            ainstruct(description, context, backend, requirements=requirements,
-                      strategy=strategy, format=format, model_options=model_options)
-        )
-    raise SyncInEventLoopError(
-        "instruct() cannot run inside a running event loop; use `await ainstruct(...)`."
+    return run_sync(
+        ainstruct(description, context, backend, requirements=requirements,
+                  strategy=strategy, format=format, model_options=model_options),
+        in_loop="instruct() cannot run inside a running event loop; use `await ainstruct(...)`.",
     )

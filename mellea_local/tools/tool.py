@@ -12,11 +12,9 @@ default applies.
 from __future__ import annotations
 
 import abc
-import asyncio
 import inspect
 import json
 import re
-import threading
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -24,6 +22,7 @@ from typing import Any, overload
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from mellea_local.core.sync import run_sync
 from mellea_local.errors import ToolArgumentsError, ToolError
 
 __all__ = ["AbstractMelleaTool", "MelleaTool", "observation_text", "tool"]
@@ -351,7 +350,7 @@ class MelleaTool(AbstractMelleaTool):
             return call_kwargs
         result = self._func(**call_kwargs)
         if inspect.iscoroutine(result):
-            return _run_to_completion(result)
+            return run_sync(result, thread_name="mellea-local-tool")
         return result
 
     async def arun(self, /, *args: Any, **kwargs: Any) -> Any:
@@ -370,29 +369,6 @@ class MelleaTool(AbstractMelleaTool):
 
     def __repr__(self) -> str:
         return f"MelleaTool({self.name!r})"
-
-
-def _run_to_completion(coro: Any) -> Any:
-    """Run a coroutine from sync code: here when no loop runs, else on a helper thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    result: list[Any] = []
-    failure: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.append(asyncio.run(coro))
-        except BaseException as exc:  # re-raised on the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=work, name="mellea-local-tool")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
 
 
 @overload

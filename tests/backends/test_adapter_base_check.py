@@ -21,7 +21,7 @@ def test_another_base_is_refused_naming_both_and_the_fix(bare_backend, tmp_path)
     message = str(err.value)
     assert "ibm-granite/granite-4.1-3b" in message and "mellea-tiny-chat" in message
     assert str(folder) in message and "allow_other_base=True" in message
-    assert bare_backend.adapters == {} and bare_backend._holder.peft is None
+    assert bare_backend.adapters == {} and bare_backend.engine.holder.peft is None
 
 
 def test_the_opt_out_loads_it(bare_backend, tmp_path):

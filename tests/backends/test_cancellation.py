@@ -25,9 +25,9 @@ def backend(tiny_tokenizer):
 async def _released(backend, within: float = 5.0) -> float:
     """Seconds until the model lock is free (fails past ``within``)."""
     t0 = time.perf_counter()
-    while backend._holder.lock.locked() and time.perf_counter() - t0 < within:
+    while backend.engine.holder.lock.locked() and time.perf_counter() - t0 < within:
         await asyncio.sleep(0.01)
-    assert not backend._holder.lock.locked(), "the generation worker still holds the model"
+    assert not backend.engine.holder.lock.locked(), "the generation worker still holds the model"
     return time.perf_counter() - t0
 
 

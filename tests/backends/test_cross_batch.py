@@ -30,12 +30,12 @@ def _rows(bench, tokenizer, count: int) -> list[tuple[list[int], int]]:
 def test_waiting_checks_run_as_one_batch_equal_to_one_by_one(bench, tiny_tokenizer):
     backend, alora = bench.backend, bench.alora
     rows = _rows(bench, tiny_tokenizer, 5)
-    alone = [backend._batcher.run(alora, row, shared) for row, shared in rows]
-    before = backend._batcher.batches
+    alone = [backend.engine.batcher.run(alora, row, shared) for row, shared in rows]
+    before = backend.engine.batcher.batches
     backend.stats.reset()
-    batched = run_together(backend, [lambda r=r, s=s: backend._batcher.run(alora, r, s)
+    batched = run_together(backend, [lambda r=r, s=s: backend.engine.batcher.run(alora, r, s)
                                 for r, s in rows])
-    assert backend._batcher.batches == before + 1
+    assert backend.engine.batcher.batches == before + 1
     for a, b in zip(alone, batched, strict=True):
         assert float((a - b).abs().max()) <= TOL
     # Honest counts: each conversation's prefix reused whole, only suffixes prefilled.
@@ -44,7 +44,7 @@ def test_waiting_checks_run_as_one_batch_equal_to_one_by_one(bench, tiny_tokeniz
     assert backend.stats.cache_hits == len(rows)
     # The cached prefixes are untouched: a check alone afterwards still matches.
     row, shared = rows[2]
-    assert float((backend._batcher.run(alora, row, shared) - alone[2]).abs().max()) <= TOL
+    assert float((backend.engine.batcher.run(alora, row, shared) - alone[2]).abs().max()) <= TOL
 
 
 def test_a_bad_row_fails_alone_and_the_rest_of_its_batch_runs(bench, tiny_tokenizer):
@@ -56,14 +56,14 @@ def test_a_bad_row_fails_alone_and_the_rest_of_its_batch_runs(bench, tiny_tokeni
     for k in range(shared, len(bad) - len(invocation) + 1):  # break the invocation
         if bad[k:k + len(invocation)] == invocation:
             bad[k] = bad[k - 1]
-    alone = [backend._batcher.run(alora, r, s) for r, s in (rows[0], rows[2])]
-    out = run_together(backend, [lambda: backend._batcher.run(alora, *rows[0]),
-                            lambda: backend._batcher.run(alora, bad, shared),
-                            lambda: backend._batcher.run(alora, *rows[2])])
+    alone = [backend.engine.batcher.run(alora, r, s) for r, s in (rows[0], rows[2])]
+    out = run_together(backend, [lambda: backend.engine.batcher.run(alora, *rows[0]),
+                            lambda: backend.engine.batcher.run(alora, bad, shared),
+                            lambda: backend.engine.batcher.run(alora, *rows[2])])
     assert isinstance(out[1], AloraActivationError)
     assert float((out[0] - alone[0]).abs().max()) <= TOL
     assert float((out[2] - alone[1]).abs().max()) <= TOL
-    assert backend._holder.active_adapter is None
+    assert backend.engine.holder.active_adapter is None
 
 
 async def test_concurrent_checks_through_the_api_equal_the_slow_path(bench, tiny_tokenizer):
@@ -89,11 +89,12 @@ def _score(output: str) -> float:
 def test_batched_forward_keeps_the_cache_base_only(bench, tiny_tokenizer):
     backend, alora = bench.backend, bench.alora
     rows = _rows(bench, tiny_tokenizer, 3)
-    run_together(backend, [lambda r=r, s=s: backend._batcher.run(alora, r, s) for r, s in rows])
+    run_together(backend, [lambda r=r, s=s: backend.engine.batcher.run(alora, r, s)
+                           for r, s in rows])
     from mellea_local.backends.cache_compat import output_cache
 
     for entry in backend.prefix_cache.entries():
-        with backend._holder.lock, torch.no_grad():
+        with backend.engine.holder.lock, torch.no_grad():
             fresh = output_cache(backend.model(input_ids=torch.tensor([list(entry.token_ids)]),
                                                use_cache=True))
         for got, want in zip(entry.cache.layers, fresh.layers, strict=True):

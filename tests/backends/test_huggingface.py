@@ -207,9 +207,9 @@ async def test_cancelling_stops_the_generation_thread(backend):
     t0 = time.perf_counter()
     mot.cancel_generation()
     # The worker releases the model lock within a few decode steps, long before 3000 tokens.
-    while backend._holder.lock.locked() and time.perf_counter() - t0 < 10:
+    while backend.engine.holder.lock.locked() and time.perf_counter() - t0 < 10:
         await asyncio.sleep(0.01)
-    assert not backend._holder.lock.locked()
+    assert not backend.engine.holder.lock.locked()
     assert time.perf_counter() - t0 < 5
     assert mot.is_computed()
     # The backend is usable straight away.

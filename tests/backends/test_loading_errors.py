@@ -13,7 +13,7 @@ import torch
 from adapter_folders import WEIGHTS
 from bounded import run_bounded
 
-from mellea_local.backends import huggingface as hf_module
+from mellea_local.backends.hf import backend as hf_module
 from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.errors import BackendArgumentError, ModelLoadError
 

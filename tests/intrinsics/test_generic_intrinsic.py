@@ -158,7 +158,7 @@ async def test_unknown_intrinsic_reuses_the_cache_and_equals_a_scratch_peft_forw
     assert check.prefilled_tokens <= turn + 16
     reference = _reference(backend.tokenizer, pristine, folder, ctx, question)
     assert abs(score - reference) <= TOL
-    backend._holder.assert_base()
+    backend.engine.holder.assert_base()
 
 
 def test_sync_form_and_variables(backend):
@@ -170,7 +170,7 @@ def test_sync_form_and_variables(backend):
     assert isinstance(missing.value, TypeError)
     with pytest.raises(IntrinsicVariableError, match="topic"):
         intrinsic(backend, NAME, ctx, question="q", topic="extra")
-    backend._holder.assert_base()
+    backend.engine.holder.assert_base()
 
 
 def test_model_options_honoured_or_refused(backend):
@@ -190,7 +190,7 @@ def test_model_options_honoured_or_refused(backend):
             intrinsic(backend, NAME, ctx, question="q", model_options=bad)
         assert isinstance(err.value, ValueError) and err.value.option in (
             "@@@seed@@@", "@@@stop@@@", "top_p", "temperature")
-    backend._holder.assert_base()
+    backend.engine.holder.assert_base()
 
 
 def test_max_new_tokens_bounds_the_general_path(backend):
@@ -254,4 +254,4 @@ def test_unsupported_io_yaml_feature_is_refused_at_add_adapter(
     with pytest.raises(IOConfigError, match=key):
         backend.add_adapter(folder, intrinsic=NAME)
     assert backend.adapters == {}
-    assert backend._holder.adapter_names == []
+    assert backend.engine.holder.adapter_names == []

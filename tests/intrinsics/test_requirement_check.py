@@ -110,7 +110,7 @@ async def test_kv_reuse_equals_from_scratch(check_backend, tiny_tokenizer):
     # And against a backend that never caches anything.
     fresh = LocalHFBackend.from_loaded(check_backend.model, tiny_tokenizer, model_id=BASE_NAME,
                                        kv_cache_tokens=0)
-    fresh._holder = check_backend._holder
+    fresh.engine.holder = check_backend.engine.holder
     cold = _scores(await check_outputs(fresh, ctx, REQS, adapter=alora))
     for a, b, c in zip(reused, scratch, cold, strict=True):
         assert abs(a - b) <= TOL and abs(a - c) <= TOL
@@ -155,8 +155,8 @@ async def test_adapter_changes_the_score(check_backend):
     [prompt] = build_check_prompts(check_backend, ctx, REQS[:1], alora)
     forced = check_backend.tokenizer.encode('{"score": "', add_special_tokens=False)
     ids = torch.tensor([prompt.ids + forced])
-    with check_backend._holder.lock, torch.no_grad():
-        check_backend._holder.assert_base()
+    with check_backend.engine.holder.lock, torch.no_grad():
+        check_backend.engine.holder.assert_base()
         base_logits = check_backend.model(input_ids=ids).logits[0, -1]
     tok = check_backend.tokenizer
     yes, no = (tok.encode(w, add_special_tokens=False)[0] for w in ("yes", "no"))
@@ -194,8 +194,8 @@ async def test_cache_stays_base_only_after_a_check(check_backend):
     assert entries
     for entry in entries:
         ids = torch.tensor([list(entry.token_ids)])
-        with check_backend._holder.lock, torch.no_grad():
-            check_backend._holder.assert_base()
+        with check_backend.engine.holder.lock, torch.no_grad():
+            check_backend.engine.holder.assert_base()
             fresh = check_backend.model(input_ids=ids, use_cache=True)
         expected = output_cache(fresh)
         for got, want in zip(entry.cache.layers, expected.layers, strict=True):
@@ -228,7 +228,7 @@ async def test_missing_invocation_raises_and_leaves_no_adapter_active(
     ctx = await _conversation(check_backend)
     with pytest.raises(AloraActivationError, match="invocation"):
         await arequirement_check(ctx, check_backend, REQS[0], adapter="noinv")
-    check_backend._holder.assert_base()
+    check_backend.engine.holder.assert_base()
 
 
 async def test_invocation_is_spliced_in_token_space(check_backend, tiny_tokenizer):
@@ -253,7 +253,7 @@ async def test_invocation_is_spliced_in_token_space(check_backend, tiny_tokenize
 
 async def test_adapter_is_inactive_after_an_exception(check_backend, monkeypatch):
     ctx = await _conversation(check_backend)
-    peft = check_backend._holder.peft
+    peft = check_backend.engine.holder.peft
 
     def boom(*a, **k):
         raise RuntimeError("boom")
@@ -262,8 +262,8 @@ async def test_adapter_is_inactive_after_an_exception(check_backend, monkeypatch
     with pytest.raises(RuntimeError, match="boom"):
         await arequirement_check(ctx, check_backend, REQS[0])
     monkeypatch.undo()
-    assert check_backend._holder.active_adapter is None
-    check_backend._holder.assert_base()
+    assert check_backend.engine.holder.active_adapter is None
+    check_backend.engine.holder.assert_base()
     # The backend still works, with the same answer as before.
     again = await arequirement_check(ctx, check_backend, REQS[0])
     assert 0.0 <= again <= 1.0

@@ -57,7 +57,7 @@ async def test_role_header_invocation_runs_and_equals_a_scratch_forward(setup, t
     assert find_run(prompt.ids, inv) == prompt.shared  # located in token space, last occurrence
     score = await arequirement_check(ctx, backend, REQ)
     assert backend.stats.last.reused_tokens > 0  # the conversation came from the base cache
-    backend._holder.assert_base()
+    backend.engine.holder.assert_base()
 
     forced = tiny_tokenizer.encode('{"score": "', add_special_tokens=False)
     model = PeftModel.from_pretrained(build_model(tiny_tokenizer, seed=BASE_SEED), str(folder))

@@ -13,7 +13,7 @@ import torch
 from adapter_folders import copy_adapter, module_tree, probe, shipped_adapter
 
 from mellea_local import CBlock, ChatContext, ModelOption
-from mellea_local.backends import huggingface as hf_module
+from mellea_local.backends.hf import backend as hf_module
 from mellea_local.errors import AdapterError, AdapterNotFoundError
 
 GREEDY = {ModelOption.MAX_NEW_TOKENS: 10, ModelOption.TEMPERATURE: 0}
@@ -32,7 +32,7 @@ class _State:
         self.logits = probe(backend)
         self.tree = module_tree(backend.model)
         self.adapters = dict(backend.adapters)
-        self.peft_names = list(backend._holder.adapter_names)
+        self.peft_names = list(backend.engine.holder.adapter_names)
         self.grads = [p.requires_grad for p in backend.model.parameters()]
         self.adapted = _adapter_logits(backend)
 
@@ -42,9 +42,9 @@ class _State:
         assert torch.equal(probe(backend), self.logits)
         assert module_tree(backend.model) == self.tree
         assert backend.adapters == self.adapters
-        assert backend._holder.adapter_names == self.peft_names
+        assert backend.engine.holder.adapter_names == self.peft_names
         assert [p.requires_grad for p in backend.model.parameters()] == self.grads
-        backend._holder.assert_base()
+        backend.engine.holder.assert_base()
 
 
 def _adapter_logits(backend) -> list[torch.Tensor]:
@@ -52,7 +52,7 @@ def _adapter_logits(backend) -> list[torch.Tensor]:
     ids = torch.tensor([[1, 5, 9, 31, 622, 33, 40, 41]])
     out = []
     for name in sorted(backend.adapters):
-        with backend._holder.using(name) as peft, torch.no_grad():
+        with backend.engine.holder.using(name) as peft, torch.no_grad():
             out.append(peft(ids).logits.clone())
     return out
 
@@ -212,7 +212,7 @@ async def test_many_add_unload_cycles_leave_the_plain_base(bare_backend, tmp_pat
         lora = backend.add_adapter(shipped_adapter("lora"), name=f"l{i}")
         with pytest.raises(AdapterError):
             backend.add_adapter(bad, name=f"bad{i}")
-        with backend._holder.using(lora.name) as peft, torch.no_grad():
+        with backend.engine.holder.using(lora.name) as peft, torch.no_grad():
             ids = torch.tensor([[1, 2, 3, 4, 5]])
             out = peft(ids).logits
         adapted = out if adapted is None else adapted
@@ -221,18 +221,18 @@ async def test_many_add_unload_cycles_leave_the_plain_base(bare_backend, tmp_pat
         backend.unload_adapter(alora.name if i % 2 else lora.name)
         backend.unload_adapter(lora.name if i % 2 else alora.name)
     before.assert_same(backend)  # zero adapter layers: the very same module objects
-    assert backend._holder.peft is None
+    assert backend.engine.holder.peft is None
     assert await answer(backend) == text
 
 
 def test_unloading_one_keeps_the_other_exact(embedded_backend):
     backend = embedded_backend
     ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
-    with backend._holder.using("requirement-check_lora") as peft, torch.no_grad():
+    with backend.engine.holder.using("requirement-check_lora") as peft, torch.no_grad():
         lora = peft(ids).logits
     backend.unload_adapter("requirement-check_alora")
     assert set(backend.adapters) == {"requirement-check_lora"}
-    with backend._holder.using("requirement-check_lora") as peft, torch.no_grad():
+    with backend.engine.holder.using("requirement-check_lora") as peft, torch.no_grad():
         assert torch.equal(peft(ids).logits, lora)
     with pytest.raises(AdapterNotFoundError, match="nothing to unload"):
         backend.unload_adapter("requirement-check_alora")

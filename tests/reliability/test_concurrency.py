@@ -98,7 +98,7 @@ async def test_concurrent_mixed_calls_with_faults_equal_serial(backend):
         else:
             assert abs(many[0] - one[0]) <= TOL, step
     # Nothing leaked: no adapter left active, the base answers as before.
-    assert backend._holder.active_adapter is None
+    assert backend.engine.holder.active_adapter is None
     assert (await _answer(backend, QUESTIONS[0]))[0] == answered[0][0]
 
 
@@ -115,7 +115,7 @@ async def test_a_cancelled_generation_among_checks_changes_no_result(backend):
     reading.cancel()
     after = await checks
     assert max(abs(a - b) for a, b in zip(before, after, strict=True)) <= TOL
-    assert backend._holder.active_adapter is None
+    assert backend.engine.holder.active_adapter is None
     assert await arequirement_checks(ctx, backend, REQUIREMENTS) == pytest.approx(before,
                                                                                    abs=TOL)
 

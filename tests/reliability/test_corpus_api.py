@@ -300,7 +300,7 @@ def test_bad_api_input(name, shared_embedded_backend, conversation):
         for word in case.words:
             assert word in str(caught.value), (name, str(caught.value))
     # Whatever happened, the backend is still usable and holds no adapter active.
-    assert shared_embedded_backend._holder.active_adapter is None
+    assert shared_embedded_backend.engine.holder.active_adapter is None
 
 
 def test_the_backend_is_exact_after_the_corpus(shared_embedded_backend, conversation):

@@ -51,7 +51,7 @@ def no_model_loads(monkeypatch):
         raise ModelLoaded("a bad command line reached the model load")
 
     monkeypatch.setattr("mellea_local.backends.loading.load_pretrained", tripwire)
-    monkeypatch.setattr("mellea_local.backends.huggingface.load_pretrained", tripwire)
+    monkeypatch.setattr("mellea_local.backends.hf.backend.load_pretrained", tripwire)
     monkeypatch.setattr("mellea_local.bench.subjects.build_sized_model", tripwire)
 
 

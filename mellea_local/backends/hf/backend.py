@@ -12,20 +12,13 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from mellea_local.adapters import AdapterSource, resolve_adapter
 from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.transformations import TokenLogprob
-from mellea_local.backends.adapter_calls import (
-    adapter_generate,
-    compact_json_grammar,
-    last_logits,
-    last_logits_locked,
-    token_logprobs,
-)
 from mellea_local.backends.adapter_registry import (
     Adapter,
     LoadedAdapters,
@@ -37,10 +30,14 @@ from mellea_local.backends.adapter_registry import (
     describe,
     intrinsic_of,
 )
-from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
-from mellea_local.backends.cross_batch import CheckBatcher
-from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
-from mellea_local.backends.generation import GenerationRequest, GenerationResult, generate_base
+from mellea_local.backends.constrained import (
+    GrammarLogitsProcessor,
+    compact_json_grammar,
+    token_logprobs,
+)
+from mellea_local.backends.finish import GenerationOutput
+from mellea_local.backends.hf.engine import Engine
+from mellea_local.backends.hf.generation import GenerationRequest
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
     check_cache_budget,
@@ -50,30 +47,31 @@ from mellea_local.backends.loading import (
     resolve_device,
     resolve_dtype,
 )
-from mellea_local.backends.model_holder import ModelHolder
 from mellea_local.backends.quiet import quiet_loading
+from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
 from mellea_local.backends.stats import CacheStats
 from mellea_local.backends.workers import start_worker
-from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
-from mellea_local.core.component import Span
-from mellea_local.core.context import Context
-from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import AdapterError, AdapterNotFoundError
-from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
-from mellea_local.options import ModelOption, check_options, merge_options
+from mellea_local.options import check_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
-from mellea_local.rendering.request import render_request
 
 
-class LocalHFBackend(RequirementScoring, Backend):
+class LocalHFBackend(RequirementScoring, ServingBackend):
     """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
 
     ``model`` is a local folder or a hub id (the hub cache is honoured; with
     ``HF_HUB_OFFLINE=1`` a missing model fails at once). Weights load from safetensors only
     unless ``allow_pickle=True``; remote code runs only with ``trust_remote_code=True``.
     ``kv_cache_tokens`` bounds the prefix cache (0 disables reuse).
+
+    The generation lifecycle is ``ServingBackend``'s; this class supplies how tokens are
+    produced (a worker thread over the ``Engine``) and the adapter calls. ``engine`` is the
+    public handle on the model, its lock, the prefix cache, the stats and the batcher.
     """
+
+    provider: ClassVar[str] = "huggingface"
 
     def __init__(
         self,
@@ -138,16 +136,11 @@ class LocalHFBackend(RequirementScoring, Backend):
         self.model_id = model_id
         self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
-        self._holder = ModelHolder(model, tokenizer)
+        self.engine = Engine(model, tokenizer, kv_cache_tokens)
+        """The model with its lock, prefix cache, token counters and check batcher."""
         self._positions = position_limit(model, tokenizer)
-        self._prefix_cache = PrefixCache(kv_cache_tokens)
         self._registry = LoadedAdapters()
         self._adapters = self._registry.adapters  # the same dict, read by the lookups below
-        self.stats = CacheStats(self._prefix_cache)
-        self._batcher = CheckBatcher(
-            self._holder, self._prefix_cache, self.stats,
-            lambda adapter, row, shared: last_logits_locked(
-                self._holder, self._prefix_cache, self.stats, adapter, [row], shared))
 
     # ----- introspection -------------------------------------------------------------------
 
@@ -158,19 +151,24 @@ class LocalHFBackend(RequirementScoring, Backend):
 
     @property
     def model(self) -> Any:
-        return self._holder.model
+        return self.engine.model
 
     @property
     def tokenizer(self) -> Any:
-        return self._holder.tokenizer
+        return self.engine.tokenizer
 
     @property
     def device(self) -> torch.device:
-        return self._holder.model.device
+        return self.engine.model.device
 
     @property
     def prefix_cache(self) -> PrefixCache:
-        return self._prefix_cache
+        return self.engine.prefix_cache
+
+    @property
+    def stats(self) -> CacheStats:
+        """Tokens prefilled and reused by this backend's calls (``CacheStats``)."""
+        return self.engine.stats
 
     @property
     def base_model_name(self) -> str:
@@ -181,103 +179,32 @@ class LocalHFBackend(RequirementScoring, Backend):
         """Parameters of the base model alone: PEFT adds every loaded adapter's to ``model``."""
         return sum(p.numel() for name, p in self.model.named_parameters() if "lora_" not in name)
 
-    # ----- rendering -----------------------------------------------------------------------
+    # ----- generation (the lifecycle is ServingBackend's) ----------------------------------
 
-    def render(
-        self,
-        action: Span | None,
-        ctx: Context,
-        *,
-        model_options: dict[str, Any] | None = None,
-        tool_calls: bool = False,
-        add_generation_prompt: bool = True,
-    ) -> tuple[list[int], dict[str, tuple[Any, dict[str, Any]]], dict[str, Any]]:
-        """Token ids for ``ctx`` + ``action``, the tools offered, and the generate() kwargs.
-
-        Public so callers (benchmarks, the CLI) can see exactly what the model will read.
-        """
-        return render_request(
-            self.tokenizer, action, ctx, base_options=self.model_options,
-            model_options=model_options, model_id=self.model_id, positions=self._positions,
-            tool_calls=tool_calls, add_generation_prompt=add_generation_prompt,
-        )
-
-    # ----- generation ----------------------------------------------------------------------
-
-    async def generate_from_context(
-        self,
-        action: Span,
-        ctx: Context,
-        *,
-        format: type[Any] | None = None,
-        model_options: dict[str, Any] | None = None,
-        tool_calls: bool = False,
-    ) -> tuple[ModelOutputThunk[Any], Context]:
-        tool_calls = check_format(format, tool_calls)
-        opts = merge_options(self.model_options, model_options)
-        ids, tools, gen_kwargs = self.render(
-            action, ctx, model_options=model_options, tool_calls=tool_calls
-        )
-        processors: list[Any] = []
-        if format is not None:
-            processors.append(GrammarLogitsProcessor(
-                self.tokenizer,
-                json_schema_grammar(format.model_json_schema()),
-                vocab_size=self.model.get_output_embeddings().weight.shape[0],
-                prompt_len=len(ids),
-            ))
-        mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
-        request = GenerationRequest(
-            prompt_ids=ids,
-            gen_kwargs=gen_kwargs,
-            logits_processors=processors,
-            seed=opts.get(ModelOption.SEED),
-            on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
-        )
-        thinking_started = prompt_opens_thinking(self.tokenizer, ids)
-        result: list[GenerationResult] = []
-
-        def post_process(out: ModelOutputThunk[Any]) -> None:
-            self._finish_thunk(out, result[0], request, tools, format, thinking_started,
-                              tool_calls)
-
-        mot._start_generation(action=action, cancel_hook=request.cancel.set,
-                              post_process=post_process)
-
-        def work() -> None:
-            try:
-                result.append(generate_base(self._holder, self._prefix_cache, self.stats, request))
-            except BaseException as exc:
-                mot._push_error(exc)
-            else:
-                mot._push_done()
-
+    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
         # A plain thread, not the default executor: a cancelled call must not pin an executor
         # slot, and the model lock already serialises the work. Registered, so that the
         # process never exits while it is inside torch (see ``workers``).
-        start_worker(work, request.cancel, name="mellea-local-generate")
-        return mot, ctx.add(action).add(mot)
+        start_worker(lambda: delivery.run(lambda: self._produce(request)), request.cancel,
+                     name="mellea-local-generate")
 
-    def _finish_thunk(
-        self,
-        mot: ModelOutputThunk[Any],
-        gen: GenerationResult,
-        request: GenerationRequest,
-        tools: Mapping[str, tuple[Any, dict[str, Any]]],
-        format: type[Any] | None,
-        thinking_started: bool,
-        request_tools: bool,
-    ) -> None:
-        mot.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
-        mot.meta["model_cpu_seconds"] = gen.model_cpu_seconds
-        finish_thunk(
-            mot, GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
-                                  gen.cancelled),
-            tokenizer=self.tokenizer, provider="huggingface", model_id=self.model_id,
-            streaming=request.on_text is not None,
-            stop_strings=request.gen_kwargs.get("stop_strings") or [], tools=tools,
-            format=format, thinking_started=thinking_started, request_tools=request_tools,
-        )
+    def _produce(self, request: ServingRequest) -> GenerationOutput:
+        processors: list[Any] = []
+        if request.grammar is not None:
+            processors.append(GrammarLogitsProcessor(
+                self.tokenizer, request.grammar,
+                vocab_size=self.model.get_output_embeddings().weight.shape[0],
+                prompt_len=len(request.prompt_ids),
+            ))
+        gen = self.engine.generate(GenerationRequest(
+            prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
+            logits_processors=processors, seed=request.seed, on_text=request.on_text,
+            cancel=request.cancel,
+        ))
+        request.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
+        request.meta["model_cpu_seconds"] = gen.model_cpu_seconds
+        return GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
+                                gen.cancelled)
 
     # ----- adapters ------------------------------------------------------------------------
 
@@ -325,9 +252,9 @@ class LocalHFBackend(RequirementScoring, Backend):
             check_base_fit(resolved, self._base_identity)
         check_tokenizer_fit(resolved, self.tokenizer)
         keys = check_weight_fit(resolved, self.model, check_config(resolved))
-        with self._holder.lock, quiet_loading():
+        with self.engine.lock, quiet_loading():
             try:
-                self._holder.load_adapter(resolved.path, name, weight_keys=keys)
+                self.engine.holder.load_adapter(resolved.path, name, weight_keys=keys)
             except AdapterError:
                 raise
             except Exception as exc:
@@ -346,8 +273,8 @@ class LocalHFBackend(RequirementScoring, Backend):
                 f"No adapter named {name!r} is loaded (loaded: {sorted(self._registry.adapters)})"
                 "; nothing to unload."
             )
-        with self._holder.lock:
-            self._holder.unload_adapter(name)
+        with self.engine.lock:
+            self.engine.holder.unload_adapter(name)
         self._registry.remove(name)
 
     def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
@@ -366,15 +293,14 @@ class LocalHFBackend(RequirementScoring, Backend):
         """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``)."""
         check_prompt_fits(max(map(len, rows), default=0), self._positions, self.model_id,
                           generating=False)
-        if (len(rows) == 1 and reuse and adapter.strategy.reuses_base_cache
-                and self._prefix_cache.enabled):
+        engine = self.engine
+        if len(rows) == 1 and adapter.strategy.base_cache_prefix(
+                shared, reuse=reuse and engine.prefix_cache.enabled):
             # One conversation's check: batched with other conversations' waiting ones.
-            logits = await asyncio.to_thread(self._batcher.run, adapter, list(rows[0]), shared)
+            logits = await asyncio.to_thread(engine.batcher.run, adapter, list(rows[0]), shared)
         else:
-            logits = await asyncio.to_thread(
-                last_logits, self._holder, self._prefix_cache, self.stats, adapter, rows,
-                shared, reuse=reuse,
-            )
+            logits = await asyncio.to_thread(engine.last_logits, adapter, rows, shared,
+                                             reuse=reuse)
         return torch.log_softmax(logits, dim=-1)
 
     async def generate_with_adapter(
@@ -390,8 +316,8 @@ class LocalHFBackend(RequirementScoring, Backend):
                 self.tokenizer, compact_json_grammar(json_schema),
                 self.model.get_output_embeddings().weight.shape[0], len(ids), fast_forward=True))
         new_ids, scores = await asyncio.to_thread(
-            adapter_generate, self._holder, self._prefix_cache, self.stats, adapter, ids,
-            shared, processors=processors, max_new_tokens=max_new_tokens, reuse=reuse,
+            self.engine.adapter_generate, adapter, ids, shared, processors=processors,
+            max_new_tokens=max_new_tokens, reuse=reuse,
         )
         return token_logprobs(self.tokenizer, new_ids, scores, top_logprobs)
 

@@ -28,19 +28,20 @@ alone with ``AloraActivationError``; the rest of its batch still runs.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
 from mellea_local.backends.cache_compat import cache_kwarg_name
-from mellea_local.backends.kv_cache import PrefixCache
-from mellea_local.backends.model_holder import ModelHolder
-from mellea_local.backends.stats import CacheStats
+
+if TYPE_CHECKING:
+    from mellea_local.backends.hf.engine import Checkout, Engine
 
 __all__ = ["MAX_BATCH", "CheckBatcher"]
 
@@ -64,11 +65,8 @@ SingleRun = Callable[[Any, list[int], int], torch.Tensor]
 class CheckBatcher:
     """Coalesces concurrent one-row adapter forwards over cached prefixes (module docstring)."""
 
-    def __init__(self, holder: ModelHolder, prefix_cache: PrefixCache, stats: CacheStats,
-                 single: SingleRun, max_batch: int = MAX_BATCH) -> None:
-        self._holder = holder
-        self._prefix_cache = prefix_cache
-        self._stats = stats
+    def __init__(self, engine: Engine, single: SingleRun, max_batch: int = MAX_BATCH) -> None:
+        self._engine = engine
         self._single = single
         self._max_batch = max_batch
         self._pending: list[_Request] = []
@@ -76,12 +74,18 @@ class CheckBatcher:
         self.batches = 0
         """Batched forwards run (of two requests or more), since creation."""
 
+    @property
+    def pending(self) -> int:
+        """Requests queued and not yet taken into a forward (a benchmark waits on this)."""
+        with self._guard:
+            return len(self._pending)
+
     def run(self, adapter: Any, row: Sequence[int], shared: int) -> torch.Tensor:
         """Next-token logits ``[1, vocab]`` after ``row`` with ``adapter`` on; blocks."""
         request = _Request(adapter, list(row), shared)
         with self._guard:
             self._pending.append(request)
-        with self._holder.lock:
+        with self._engine.lock:
             if not request.future.done():
                 with self._guard:
                     others = [p for p in self._pending
@@ -93,59 +97,63 @@ class CheckBatcher:
         return request.future.result()
 
     def _serve(self, batch: list[_Request]) -> None:
-        """Run ``batch`` (model lock held) and settle every request's future."""
-        ready: list[tuple[_Request, Any]] = []
+        """Run ``batch`` (model lock held) and settle every request's future.
+
+        Each prefix is checked out through the engine's cache rule (``Engine.reusing``) and
+        handed back unchanged when the batch is done: the batch writes into its own copy.
+        """
+        ready: list[tuple[_Request, Checkout, contextlib.ExitStack]] = []
         for request in batch:
-            cache = None
             if len(batch) > 1:
-                cache, reused = self._prefix_cache.take(request.row[: request.shared + 1])
-                if cache is not None and reused < request.shared:
-                    self._prefix_cache.discard(cache)
-                    cache = None
-            if cache is None:
-                _settle(request, lambda r=request: self._single(r.adapter, r.row, r.shared))
-            else:
-                ready.append((request, cache))
+                stack = contextlib.ExitStack()
+                prefix = stack.enter_context(self._engine.reusing(
+                    request.row[: request.shared + 1], base=request.shared,
+                    reusable=request.shared))
+                if prefix.reused == request.shared:
+                    ready.append((request, prefix, stack))
+                    continue
+                prefix.abandon()  # not fully cached: runs alone, so its prefix gets cached
+                stack.close()
+            _settle(request, lambda r=request: self._single(r.adapter, r.row, r.shared))
         if len(ready) == 1:  # the rest ran alone: no batch left to form
-            request, cache = ready[0]
-            self._prefix_cache.store(request.row[: request.shared], cache)
+            request, _, stack = ready[0]
+            stack.close()
             _settle(request, lambda: self._single(request.adapter, request.row, request.shared))
             return
         if ready:
             self._batched(ready)
 
-    def _batched(self, ready: list[tuple[_Request, Any]]) -> None:
+    def _batched(self, ready: list[tuple[_Request, Checkout, contextlib.ExitStack]]) -> None:
         adapter = ready[0][0].adapter
         strategy = adapter.strategy
         runnable = []
-        for request, cache in ready:
+        for request, prefix, stack in ready:
             try:
                 strategy.require_activation(adapter, request.row[request.shared:])
             except BaseException as exc:
                 request.future.set_exception(exc)
-                self._prefix_cache.store(request.row[: request.shared], cache)
+                stack.close()
             else:
-                runnable.append((request, cache))
+                runnable.append((request, prefix, stack))
         if not runnable:
             return
         try:
             with torch.no_grad():
-                logits = self._forward(adapter, runnable)
+                logits = self._forward(adapter, [(r, p.cache) for r, p, _ in runnable])
         except BaseException as exc:
-            for request, _ in runnable:
+            for request, _, _ in runnable:
                 request.future.set_exception(exc)
         else:
             self.batches += 1
-            for k, (request, _) in enumerate(runnable):
-                self._stats.record(prefilled=len(request.row) - request.shared,
-                                   reused=request.shared, reusable=request.shared)
+            for k, (request, prefix, _) in enumerate(runnable):
+                prefix.fed = len(request.row) - request.shared
                 request.future.set_result(logits[k : k + 1])
         finally:
-            for request, cache in runnable:  # untouched: the batch wrote into its own copy
-                self._prefix_cache.store(request.row[: request.shared], cache)
+            for _, _, stack in runnable:  # untouched: the batch wrote into its own copy
+                stack.close()
 
     def _forward(self, adapter: Any, runnable: list[tuple[_Request, Any]]) -> torch.Tensor:
-        model = self._holder.model
+        model = self._engine.model
         device = model.device
         prefix = max(r.shared for r, _ in runnable)
         width = max(len(r.row) - r.shared for r, _ in runnable)
@@ -158,7 +166,7 @@ class CheckBatcher:
                 keys.append(F.pad(layer.keys[:, :, : request.shared], (0, 0, pad, 0)))
                 values.append(F.pad(layer.values[:, :, : request.shared], (0, 0, pad, 0)))
             batch_cache.update(torch.cat(keys), torch.cat(values), index)
-        pad_id = self._holder.tokenizer.pad_token_id or 0
+        pad_id = self._engine.tokenizer.pad_token_id or 0
         ids = torch.full((rows, width), pad_id, dtype=torch.long)
         mask = torch.zeros(rows, prefix + width, dtype=torch.long)
         positions = torch.zeros(rows, width, dtype=torch.long)
@@ -171,7 +179,7 @@ class CheckBatcher:
             last.append(len(suffix) - 1)
         keep = sorted(set(last))  # the lm_head runs on these positions only
         kw = cache_kwarg_name(model)
-        with self._holder.using(adapter.name) as peft:
+        with self._engine.holder.using(adapter.name) as peft:
             out = peft(input_ids=ids.to(device), attention_mask=mask.to(device),
                        position_ids=positions.to(device), use_cache=True,
                        logits_to_keep=torch.tensor(keep, device=device), **{kw: batch_cache})

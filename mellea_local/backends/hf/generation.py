@@ -13,15 +13,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TextStreamer
 
-from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache, output_cache
-from mellea_local.backends.kv_cache import PrefixCache
-from mellea_local.backends.model_holder import ModelHolder
-from mellea_local.backends.stats import CacheStats
+from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
+
+if TYPE_CHECKING:
+    from mellea_local.backends.hf.engine import Engine
 
 
 class _CancelCriteria(StoppingCriteria):
@@ -86,31 +86,26 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return {int(i) for i in ids if i is not None}
 
 
-def generate_base(
-    holder: ModelHolder, prefix_cache: PrefixCache, stats: CacheStats, req: GenerationRequest
-) -> GenerationResult:
+def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
     """Generate with the base model, reusing and then storing the KV prefix cache.
 
-    Holds the model lock for the whole call. On any failure the checked-out cache is dropped,
-    never stored back half-extended.
+    Holds the model lock for the whole call; the cache rule is the engine's
+    (:meth:`Engine.reusing`): on any failure the checked-out cache is given back, never
+    stored half-extended.
     """
-    model, tokenizer = holder.model, holder.tokenizer
+    model, tokenizer = engine.model, engine.tokenizer
     device = model.device
-    with holder.lock:
+    with engine.lock:
         started, started_cpu = time.perf_counter(), time.thread_time()
-        holder.assert_base()
+        engine.holder.assert_base()
         if req.cancel.is_set():  # cancelled while waiting for the model: nothing to run
             return GenerationResult(new_ids=[], stopped_by_eos=False, cancelled=True)
-        cache, reused = prefix_cache.take(req.prompt_ids)
-        taken = cache
-        if cache is None:
-            cache = new_cache(model)
         ids = torch.tensor([req.prompt_ids], device=device)
         kwargs = dict(req.gen_kwargs)
         if kwargs.get("stop_strings"):
             kwargs["tokenizer"] = tokenizer
         kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-        try:
+        with engine.reusing(req.prompt_ids, reusable=len(req.prompt_ids) - 1) as prefix:
             with torch.no_grad(), seeded(req.seed, device):
                 out = model.generate(
                     input_ids=ids,
@@ -120,22 +115,13 @@ def generate_base(
                     stopping_criteria=StoppingCriteriaList([_CancelCriteria(req.cancel)]),
                     logits_processor=LogitsProcessorList(req.logits_processors),
                     streamer=_DeltaStreamer(tokenizer, req.on_text) if req.on_text else None,
-                    **{cache_kwarg_name(model): cache},
+                    **{cache_kwarg_name(model): prefix.cache},
                     **kwargs,
                 )
-        except BaseException:
-            if taken is not None:
-                prefix_cache.discard(taken)
-            raise
-        sequence = out.sequences[0]
-        stats.record(prefilled=len(req.prompt_ids) - reused, reused=reused,
-                     reusable=len(req.prompt_ids) - 1)
-        final_cache = output_cache(out)
-        if final_cache is not None:
+            sequence = out.sequences[0]
+            prefix.fed = len(req.prompt_ids) - prefix.reused
             # A generation stopped early (cancelled) still holds exact K/V of what it made.
-            prefix_cache.store(sequence, final_cache)
-        if taken is not None and taken is not final_cache:
-            prefix_cache.discard(taken)
+            prefix.result, prefix.result_ids = output_cache(out), sequence
         model_seconds = time.perf_counter() - started
         model_cpu_seconds = time.thread_time() - started_cpu
     new_ids = sequence[len(req.prompt_ids):].tolist()

@@ -1,0 +1,144 @@
+"""``Engine``: the one object that owns a local model's invariants.
+
+Why one object: the model, its lock, the KV prefix cache, the token counters and the
+cross-conversation batcher are used together by every call (a generation, a check, an adapter
+generation, a batch of checks), and the rules between them ("no adapter left active", "the cache
+holds base K/V only", "a failed call leaves the cache as it was") must hold for each. They are
+written once here: :meth:`Engine.reusing` is the cache rule (take, discard on failure, crop to
+base, store, record) and every call site goes through it.
+
+``LocalHFBackend.engine`` is the public handle: benchmarks and tests read the holder, the cache
+and the batcher through it, never through a backend's private attributes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mellea_local.adapters.loaded import Adapter
+from mellea_local.backends.cache_compat import crop_to, new_cache
+from mellea_local.backends.hf.adapter_calls import adapter_generate, last_logits, last_logits_locked
+from mellea_local.backends.hf.cross_batch import CheckBatcher
+from mellea_local.backends.hf.generation import GenerationRequest, GenerationResult, generate_base
+from mellea_local.backends.hf.model_holder import ModelHolder
+from mellea_local.backends.kv_cache import PrefixCache
+from mellea_local.backends.stats import CacheStats
+
+__all__ = ["Checkout", "Engine"]
+
+
+@dataclass(eq=False)
+class Checkout:
+    """A cache lent to one call by :meth:`Engine.reusing`, holding the first ``reused`` tokens.
+
+    The call feeds ``cache`` to the model, then says what it did: ``fed`` (tokens it ran
+    through the model; left ``None`` when nothing ran, so nothing is recorded), and for a
+    generation the cache the model returned (``result``) with the ids it covers
+    (``result_ids``): what gets stored when it is not ``cache`` itself.
+    """
+
+    cache: Any
+    reused: int
+    fed: int | None = None
+    result: Any = None
+    result_ids: Any = None  # token ids (a list or a tensor row)
+    abandoned: bool = False
+
+    def abandon(self) -> None:
+        """Give the cache up unused: nothing is stored back or recorded."""
+        self.abandoned = True
+
+
+class Engine:
+    """A transformers model with its lock, prefix cache, token counters and check batcher."""
+
+    def __init__(self, model: Any, tokenizer: Any, kv_cache_tokens: int) -> None:
+        self.holder = ModelHolder(model, tokenizer)
+        """The model, the tokenizer, the PEFT wrapper and the lock serialising them."""
+        self.prefix_cache = PrefixCache(kv_cache_tokens)
+        """Base-model K/V of recent prompts, lent to calls that continue them."""
+        self.stats = CacheStats(self.prefix_cache)
+        """Tokens prefilled and reused, per call and in total (``backend.stats``)."""
+        self.batcher = CheckBatcher(
+            self, lambda adapter, row, shared: last_logits_locked(self, adapter, [row], shared))
+        """Coalesces checks of different conversations that wait at the same time."""
+
+    @property
+    def model(self) -> Any:
+        return self.holder.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.holder.tokenizer
+
+    @property
+    def lock(self) -> Any:
+        """Held by every call for as long as it uses the model."""
+        return self.holder.lock
+
+    # ----- the calls (each runs in a worker thread and takes the model lock) -----------------
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Base-model generation with KV prefix reuse (``generation.generate_base``)."""
+        return generate_base(self, request)
+
+    def last_logits(self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
+                    reuse: bool = True) -> torch.Tensor:
+        """Next-token logits after each row with ``adapter`` on (``adapter_calls``)."""
+        return last_logits(self, adapter, rows, shared, reuse=reuse)
+
+    def adapter_generate(self, adapter: Adapter, ids: Sequence[int], shared: int, *,
+                         processors: Sequence[Any] = (), max_new_tokens: int = 16,
+                         reuse: bool = True) -> tuple[list[int], list[torch.Tensor]]:
+        """Greedy generation with ``adapter`` on; new ids and the processed scores."""
+        return adapter_generate(self, adapter, ids, shared, processors=processors,
+                                max_new_tokens=max_new_tokens, reuse=reuse)
+
+    # ----- the cache rule ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reusing(
+        self, key: Sequence[int], *, reuse: bool = True, base: int | None = None,
+        reusable: int,
+    ) -> Iterator[Checkout]:
+        """The cache rule, for one call (model lock held).
+
+        Takes the longest cached prefix of ``key`` (a fresh cache on a miss, or when ``reuse``
+        is off), and when the call fails gives it back intact (``discard``). When it succeeds
+        the cache is cropped to ``base`` tokens (an adapter's K/V dropped, so the store holds
+        base K/V only) and stored under ``key[:base]``; with ``base=None`` the call's
+        ``result`` is stored under its ``result_ids`` instead (a generation keeps what it
+        made). The call is then recorded in the stats, ``reusable`` being the prefix it offered
+        for reuse.
+        """
+        taken, reused = self.prefix_cache.take(list(key)) if reuse else (None, 0)
+        checkout = Checkout(taken if taken is not None else new_cache(self.model), reused)
+        try:
+            yield checkout
+        except BaseException:
+            if taken is not None:
+                self.prefix_cache.discard(taken)
+            raise
+        if checkout.abandoned:
+            if taken is not None:
+                self.prefix_cache.discard(taken)
+            return
+        if reuse:
+            if base is None:
+                kept, ids = checkout.result, checkout.result_ids
+            else:
+                kept = checkout.result if checkout.result is not None else checkout.cache
+                ids = list(key[:base])
+                crop_to(kept, base)  # drop the adapter's K/V: the cache is base-only again
+            if kept is not None:
+                self.prefix_cache.store(ids if ids is not None else [], kept)
+            if taken is not None and taken is not kept:
+                self.prefix_cache.discard(taken)
+        if checkout.fed is not None:
+            self.stats.record(prefilled=checkout.fed, reused=checkout.reused,
+                              reusable=reusable)
