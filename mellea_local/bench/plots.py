@@ -36,6 +36,9 @@ def have_matplotlib() -> bool:
 
 
 def _figure(width: float, height: float) -> Any:
+    from mellea_local.extras import require_extra
+
+    require_extra("Drawing the benchmark's PNG figures", "plots")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

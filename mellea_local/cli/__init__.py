@@ -360,6 +360,9 @@ def export_gguf_command(
     """
 
     def work() -> None:
+        from mellea_local.extras import require_extra
+
+        require_extra("export-gguf", "llamacpp")
         from mellea_local.backends.llama_server.gguf_export import export_gguf
 
         manifest = export_gguf(model, out_dir)
