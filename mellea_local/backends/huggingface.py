@@ -64,6 +64,7 @@ from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, check_options, merge_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
 from mellea_local.rendering.request import render_request
+from mellea_local.threads import apply_default_threads
 
 
 class LocalHFBackend(RequirementScoring, Backend):
@@ -92,6 +93,7 @@ class LocalHFBackend(RequirementScoring, Backend):
         check_model_options(model_options)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
+        apply_default_threads(dev)  # torch's CPU thread count, on purpose (threads.py)
         lm, tokenizer = load_pretrained(
             model,
             device=dev,

@@ -208,6 +208,16 @@ def _accuracy_table(acc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def threads_text(info: dict[str, Any]) -> str:
+    """The torch thread count as a report states it: how many, chosen how, on what load."""
+    text = f"{info['torch_threads']} thread(s)"
+    if "usable_cpus" in info:
+        load = info.get("load_average")
+        text += (f" ({info.get('threads_source', '?')}; {info['usable_cpus']} usable CPU(s), "
+                 f"load average {'n/a' if load is None else f'{load:.1f}'} at the start)")
+    return text
+
+
 def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     """The report: what ran where, ratios vs targets, one table per section, the figures.
 
@@ -223,7 +233,7 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
                f"{cfg['device']}, {cfg['dtype']}) with random adapters" if timed
                else "speed sections skipped")
     out.append(f"`{cfg['command']}` on {info['machine']}, torch {info['torch']} with "
-               f"{info['torch_threads']} thread(s){', ' + info['gpu'] if 'gpu' in info else ''}"
+               f"{threads_text(info)}{', ' + info['gpu'] if 'gpu' in info else ''}"
                f"; {subject}; {results['seconds']:.0f} s in all.")
     if cfg["quick"]:
         out += ["", "A `--quick` smoke run: a tiny model, short contexts and few repeats. It shows "

@@ -232,13 +232,13 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
     """
     from mellea_local.backends.loading import resolve_device, resolve_dtype
     from mellea_local.bench.timing import machine_info
+    from mellea_local.threads import apply_threads
 
     _check_config(cfg)
     items: list[LabelledItem] | None = None
     if cfg.dataset is not None and "accuracy" not in cfg.skip:
         items = read_dataset(cfg.dataset)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    threads = apply_threads(cfg.threads)  # --threads, else the default for this load
     grid = cfg.grid
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
@@ -274,7 +274,8 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         _speed_sections(cfg, results, bars, size=size, device=device, dtype=dtype,
                         lengths=lengths, repeats=repeats)
         _collect()  # the speed model goes before the accuracy model loads
-        results["environment"] = machine_info()
+        # The thread choice as made at the start: the load average now counts this run too.
+        results["environment"] = {**machine_info(), **threads.as_dict()}
         if "accuracy" in cfg.skip:
             results["accuracy"] = {"skipped": "left out with --skip accuracy."}
         else:

@@ -59,12 +59,16 @@ def interleaved_medians(
 
 
 def machine_info() -> dict[str, Any]:
-    """Where the numbers came from: platform, Python, torch and its thread count."""
+    """Where the numbers came from: platform, Python, torch, its thread count and where that
+    count came from (flag, default, caller), the usable CPUs and the load average: a timing
+    means little without the threads it ran on and the work beside it."""
+    from mellea_local.threads import current_choice
+
     info: dict[str, Any] = {
         "machine": platform.platform(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        **current_choice().as_dict(),
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)

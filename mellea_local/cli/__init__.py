@@ -19,6 +19,8 @@ from mellea_local.cli.options import (
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
+    apply_cli_threads,
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
@@ -62,11 +64,12 @@ MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (
 
 
 @app.command()
-def demo() -> None:
+def demo(threads: ThreadsOpt = None) -> None:
     """Show the product working offline: generate, then check requirements at the floor."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from mellea_local.cli.demo import run_demo
 
+    apply_cli_threads(threads)
     run_demo()
 
 
@@ -112,7 +115,8 @@ GpusPerActorOpt = Annotated[float | None, typer.Option(
 
 
 def ray_options(engine: str, actors: int | None, ray_address: str | None,
-                batch_size: int | None, gpus_per_actor: float | None) -> RayOptions | None:
+                batch_size: int | None, gpus_per_actor: float | None,
+                threads: int | None = None) -> RayOptions | None:
     """The pool settings for ``--engine ray`` (validated), None for local; a Ray flag with
     ``--engine local`` is refused rather than ignored."""
     given = {"--actors": actors, "--ray-address": ray_address, "--batch-size": batch_size,
@@ -127,7 +131,8 @@ def ray_options(engine: str, actors: int | None, ray_address: str | None,
 
     options = RayOptions(actors=1 if actors is None else actors,
                          batch_size=8 if batch_size is None else batch_size,
-                         gpus_per_actor=gpus_per_actor or 0.0, address=ray_address)
+                         gpus_per_actor=gpus_per_actor or 0.0, address=ray_address,
+                         threads=1 if threads is None else threads)
     options.validate()
     return options
 
@@ -153,6 +158,7 @@ def check(
     ray_address: RayAddressOpt = None,
     batch_size: BatchSizeOpt = None,
     gpus_per_actor: GpusPerActorOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
@@ -167,7 +173,8 @@ def check(
             run_check,
         )
 
-        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
+                              threads)
         if options is not None:
             from mellea_local.batch import run
 
@@ -181,6 +188,7 @@ def check(
                     "comes with its extra); add --engine ray, or pass a .jsonl output.")
             guard_paths(input_path, output)
             read_done(output)  # an unusable output fails here, before the model loads
+            apply_cli_threads(threads)
             backend, name = load_check_backend(model, device=device, dtype=dtype,
                                                adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +211,7 @@ def chat(
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Chat with the model; thinking shown dimmed, /help lists the commands, /quit leaves."""
     from rich.console import Console
@@ -213,6 +222,7 @@ def chat(
 
         if system is not None:
             check_text(system, "--system")
+        apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
@@ -237,6 +247,7 @@ def react_command(
         callback=_check_budget, help="Most model turns before giving up (-1: no limit).")] = 6,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Run the ReACT agent on GOAL with the calculator (and a lookup table), step by step."""
     from rich.console import Console
@@ -249,6 +260,7 @@ def react_command(
             raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
                                     "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
+        apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
@@ -290,9 +302,7 @@ def bench(
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
-    threads: Annotated[int | None, typer.Option(
-        help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine).")
-    ] = None,
+    threads: ThreadsOpt = None,
     lengths: Annotated[str | None, typer.Option(
         help="Comma-separated context lengths for the check modes, e.g. 1024,4096,16384.")
     ] = None,
@@ -328,7 +338,7 @@ def bench(
         from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor, threads)
         if pool is not None:
             from mellea_local.batch import require_ray
 

@@ -35,6 +35,9 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     assert data["benchmark"] == "suite" and data["name"] == "q"
     assert data["config"]["quick"] is True
     assert data["config"]["speed_model"] == "random-init tiny"
+    env = data["environment"]  # the thread count, where it came from, and the load beside it
+    assert env["torch_threads"] == 1 and env["threads_source"] == "flag"
+    assert env["usable_cpus"] >= 1 and "load_average" in env
     assert data["config"]["command"] == "mellea-local bench --quick --name q --out-dir " \
         f"{tmp_path} --threads 1"
     for section in SPEED_SECTIONS:
@@ -67,6 +70,7 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     assert not list(tmp_path.glob("*.png"))
     md = (tmp_path / "q.md").read_text()
     assert "## Ratios vs targets" in md and data["plots_note"] in md
+    assert f"1 thread(s) (flag; {env['usable_cpus']} usable CPU(s), load average" in md
     acc = data["accuracy"]
     if _embedded_shipped():
         assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora"}
