@@ -83,7 +83,9 @@ CHECK_EPILOG = (
     "for every requirement or a list with one per requirement; \"id\" (optional) is copied "
     "to the output. The last message must be the assistant turn the requirements judge.\n\n"
     "Output: one JSON object per checked line: line, id, requirements, scores, verdicts "
-    "(score > 0.5) and, with labels, labels and correct. A rerun skips lines already there.\n\n"
+    "(score > 0.5), with labels labels and correct, and input_hash. A rerun skips lines "
+    "already there; an output whose records do not match the input's lines (an edited input, "
+    "another dataset's -o) is refused, never counted.\n\n"
     "Exit status: 0 every line checked (or already done); 1 error, see the message; 3 the run "
     "finished but some lines were malformed or failed (each listed with its line number); "
     "--allow-bad-lines turns 3 into 0."
@@ -165,8 +167,10 @@ def check(
 
     def work() -> int:
         from mellea_local.batch.local import (
+            check_resume,
             dataset_lines,
             guard_paths,
+            items_by_line,
             load_check_backend,
             read_done,
             report,
@@ -177,17 +181,25 @@ def check(
                               threads)
         if options is not None:
             from mellea_local.batch import run
+            from mellea_local.batch.io import is_parquet_output, journal_for, read_pending
 
+            records = journal_for(output) if is_parquet_output(output) else output
+            if records.is_file() and input_path.is_file():  # resuming: records must match
+                rows = read_pending(input_path, set()).rows
+                check_resume(records, items_by_line([(r["line"], r["text"]) for r in rows]),
+                             str(input_path))
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
                           dtype=dtype, options=options)
         else:
-            dataset_lines(input_path)  # a missing or unreadable input fails before the model
+            lines = dataset_lines(input_path)  # a missing or unreadable input: before the model
             if output.suffix.lower() in (".parquet", ".pq"):
                 raise CheckFileError(
                     f"-o {str(output)!r}: Parquet output is written by --engine ray (pyarrow "
                     "comes with its extra); add --engine ray, or pass a .jsonl output.")
             guard_paths(input_path, output)
             read_done(output)  # an unusable output fails here, before the model loads
+            check_resume(output, items_by_line(list(enumerate(lines, start=1))),
+                         str(input_path))
             apply_cli_threads(threads)
             backend, name = load_check_backend(model, device=device, dtype=dtype,
                                                adapter=adapter)
