@@ -104,7 +104,9 @@ def _check_engine(value: str) -> str:
 EngineOpt = Annotated[str, typer.Option(
     "--engine", callback=_check_engine,
     help="local: one backend in this process; ray: a Ray Data actor pool, one backend per "
-    "actor (needs pip install 'mellea-local[ray]'). Same output either way.")]
+    "actor (needs pip install 'mellea-local\\[ray]'). Same output either way.")]
+# typer renders help as Rich markup, where "[ray]" is a style tag and vanishes: a literal
+# bracket in help text is written "\\[" (tests/cli/test_help_text.py checks every command).
 ActorsOpt = Annotated[int | None, typer.Option(
     "--actors", help="--engine ray: actors in the pool, one backend each (default 1).")]
 RayAddressOpt = Annotated[str | None, typer.Option(
