@@ -110,8 +110,10 @@ def _check_config(cfg: SuiteConfig) -> None:
         raise InvalidInputError(
             f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'."
         )
-    if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 16):
-        raise InvalidInputError("--lengths must list context lengths of at least 16 tokens.")
+    if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 64):
+        raise InvalidInputError(
+            "--lengths must list context lengths of at least 64 tokens (about the shortest "
+            "conversation a check judges); each is measured within 2 % or 8 tokens.")
     for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
                         ("--threads", cfg.threads)):
         if value is not None and value < 1:

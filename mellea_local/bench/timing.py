@@ -50,12 +50,21 @@ def interleaved_medians(
 
     ``tick`` is called after each round (one unit of progress).
     """
+    samples = interleaved_samples(modes, repeats, tick=tick)
+    return {m: statistics.median(v) for m, v in samples.items()}
+
+
+def interleaved_samples(
+    modes: Mapping[str, Callable[[], Any]], repeats: int, *, tick: Tick | None = None
+) -> dict[str, list[float]]:
+    """Every round's milliseconds per mode (the modes run round-robin ``repeats`` times), for
+    a figure that shows the spread as well as the median."""
     samples: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(repeats):
         for name, fn in modes.items():
             samples[name].append(median_ms(fn, 1))
         (tick or _noop)()
-    return {m: statistics.median(v) for m, v in samples.items()}
+    return samples
 
 
 def machine_info() -> dict[str, Any]:
