@@ -105,3 +105,18 @@ def test_parquet_on_the_local_engine_names_the_ray_engine(tmp_path):
         assert "is a Parquet file; the local engine reads JSONL" in text
         assert "--engine ray" in text and "mellea-local[ray]" in text
         assert "UTF-8" not in text
+
+
+def test_the_ray_engine_refuses_a_stale_output_before_ray_starts(tmp_path):
+    # Written by hand as an earlier run would have: a record of another line-1 conversation.
+    data = _labelled(tmp_path, "data.jsonl", [row(1), row(2)])
+    stale = parse_line(1, row(5))
+    stale.line = 1
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({"line": 1, "id": "ex5", "requirements": stale.requirements,
+                               "scores": [0.5, 0.5], "verdicts": [False, False],
+                               "input_hash": input_hash(stale)}) + "\n")
+    result = runner.invoke(app, ["check", str(data), "-o", str(out), "--engine", "ray",
+                                 "--model", str(tmp_path / "no-such-model")])
+    assert result.exit_code == 1
+    assert "do not match the input" in " ".join(result.output.split())
