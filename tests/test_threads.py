@@ -178,3 +178,15 @@ def test_every_model_running_command_takes_threads(command):
     assert "--threads" in shown.output and "load average" in shown.output
     refused = runner.invoke(app, [command, "--threads", "0"])
     assert refused.exit_code == 2 and "--threads" in refused.output
+
+
+def test_a_backend_around_a_loaded_model_applies_it_too():
+    seen = run_fake("""
+        import torch
+        from mellea_local import LocalHFBackend
+        from mellea_local.embedded import build_model, build_tokenizer
+        tokenizer = build_tokenizer()
+        LocalHFBackend.from_loaded(build_model(tokenizer, seed=1), tokenizer)
+        print(json.dumps({"threads": torch.get_num_threads()}))
+    """, cpus=4, load=2.2)
+    assert seen["threads"] == 2

@@ -93,7 +93,6 @@ class LocalHFBackend(RequirementScoring, Backend):
         check_model_options(model_options)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
-        apply_default_threads(dev)  # torch's CPU thread count, on purpose (threads.py)
         lm, tokenizer = load_pretrained(
             model,
             device=dev,
@@ -137,6 +136,7 @@ class LocalHFBackend(RequirementScoring, Backend):
         kv_cache_tokens: int,
     ) -> None:
         check_options(model_options)
+        apply_default_threads(getattr(model, "device", "cpu"))  # on purpose: threads.py
         self.model_id = model_id
         self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
