@@ -190,3 +190,11 @@ def test_a_backend_around_a_loaded_model_applies_it_too():
         print(json.dumps({"threads": torch.get_num_threads()}))
     """, cpus=4, load=2.2)
     assert seen["threads"] == 2
+
+
+def test_threads_reach_each_ray_actor():
+    from mellea_local.cli import ray_options
+
+    assert ray_options("ray", 2, None, None, None, 3).threads == 3
+    assert ray_options("ray", 2, None, None, None).threads == 1  # one per actor by default
+    assert ray_options("local", None, None, None, None, 3) is None
