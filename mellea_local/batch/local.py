@@ -112,7 +112,8 @@ def read_done(output: Path) -> set[int]:
         cut = raw.rfind(b"\n") + 1
         body, tail = raw[:cut], raw[cut:]
     done: set[int] = set()
-    for number, row in enumerate(body.decode("utf-8", errors="replace").splitlines(), start=1):
+    for number, row in enumerate(jsonl_lines(body.decode("utf-8", errors="replace")),
+                                  start=1):
         if not row.strip():
             continue
         rec = _check_record(row)
@@ -137,6 +138,19 @@ def read_done(output: Path) -> set[int]:
     return done
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at ``\n`` only (a ``\r`` before it dropped).
+
+    Not ``str.splitlines()``: it also splits at U+2028, U+2029, U+0085 and other separators
+    that valid JSON may hold raw inside a string (``json.dumps(ensure_ascii=False)`` writes
+    them so), which would break one line in two and shift every later line number.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def _check_record(row: str) -> dict[str, Any] | None:
     """``row`` parsed when it is one complete check output record, else None."""
     try:
@@ -150,7 +164,7 @@ def _check_record(row: str) -> dict[str, Any] | None:
 
 
 def _records(text: str) -> Iterator[dict[str, Any]]:
-    for row in text.splitlines():
+    for row in jsonl_lines(text):
         rec = _check_record(row)
         if rec is not None:
             yield rec
@@ -240,7 +254,7 @@ def dataset_lines(input_path: Path) -> list[str]:
             f"The input dataset {str(input_path)!r} is a Parquet file; the local engine reads "
             "JSONL. Add --engine ray (it reads Parquet; needs pip install "
             "'mellea-local[ray]'), or convert the file to JSONL (one JSON object per line).")
-    lines = read_utf8(input_path, "The input dataset", CheckFileError).splitlines()
+    lines = jsonl_lines(read_utf8(input_path, "The input dataset", CheckFileError))
     if any(t.strip() for t in lines) and not any(_is_json(t) for t in lines if t.strip()):
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} is not JSONL: no line of it is a JSON "

@@ -120,3 +120,20 @@ def test_the_ray_engine_refuses_a_stale_output_before_ray_starts(tmp_path):
                                  "--model", str(tmp_path / "no-such-model")])
     assert result.exit_code == 1
     assert "do not match the input" in " ".join(result.output.split())
+
+
+def test_a_line_holding_a_raw_line_separator_stays_one_line(cli_model, tmp_path):
+    # Legal JSON: json.dumps(ensure_ascii=False) writes U+2028/U+2029/U+0085 raw in strings.
+    odd = json.dumps({"id": "odd", "messages": [
+        {"role": "user", "content": "Two\u2028lines\u2029and\u0085more?"},
+        {"role": "assistant", "content": "paris"}], "requirement": "Answer briefly."},
+        ensure_ascii=False)
+    data = tmp_path / "data.jsonl"
+    data.write_text(row(1) + "\r\n" + odd + "\n" + row(3) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = _check(cli_model, data, out)
+    assert result.exit_code == 0, result.output
+    assert [(r["line"], r["id"]) for r in read_jsonl(out)] == [(1, "ex1"), (2, "odd"),
+                                                             (3, "ex3")]
+    again = _check(cli_model, data, out)
+    assert again.exit_code == 0 and "checked 0 lines, 3 already done" in again.output
