@@ -246,6 +246,10 @@ def dataset_lines(input_path: Path) -> list[str]:
     JSON, e.g. a CSV or a pretty-printed document) is one ``CheckFileError`` before any model
     time, instead of a report of every line.
     """
+    if input_path.exists() and not input_path.is_file():
+        raise CheckFileError(
+            f"The input dataset {str(input_path)!r} is "
+            f"{'a folder' if input_path.is_dir() else 'not a regular file'}; pass a JSONL file.")
     if not input_path.is_file():
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")

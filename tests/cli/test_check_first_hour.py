@@ -137,3 +137,16 @@ def test_a_line_holding_a_raw_line_separator_stays_one_line(cli_model, tmp_path)
                                                              (3, "ex3")]
     again = _check(cli_model, data, out)
     assert again.exit_code == 0 and "checked 0 lines, 3 already done" in again.output
+
+
+def test_a_fifo_or_folder_is_refused_without_waiting(tmp_path):
+    import os
+
+    data = _labelled(tmp_path, "data.jsonl", [row(1)])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    refused = runner.invoke(app, ["check", str(data), "-o", str(fifo)])
+    assert refused.exit_code == 1 and "is not a regular file" in refused.output
+    for bad_input, words in ((fifo, "is not a regular file"), (tmp_path, "is a folder")):
+        result = runner.invoke(app, ["check", str(bad_input), "-o", str(tmp_path / "o.jsonl")])
+        assert result.exit_code == 1 and words in " ".join(result.output.split())
