@@ -20,6 +20,7 @@ import torch
 
 from mellea_local.bench.generation import format_generation, measure_generation
 from mellea_local.embedded import build_model, build_tokenizer
+from mellea_local.threads import apply_threads
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -33,11 +34,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads (default: torch's choice; 1 is steadier on a busy machine)")
+                    help="torch threads (default: usable CPUs less the load)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args.threads or None)  # the report states the count (machine_info)
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, hidden_size=args.hidden, num_layers=args.layers,

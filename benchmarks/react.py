@@ -22,6 +22,7 @@ import torch
 
 from mellea_local.bench.react_turns import format_react, measure_react
 from mellea_local.embedded import build_model, build_tokenizer
+from mellea_local.threads import apply_threads
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -36,11 +37,11 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     # One thread by default: on a shared CPU box, multi-threaded kernels stall at every barrier
     # whenever a neighbour holds a core (observed: 40x slower turns, and noise over the signal).
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (0: usable CPUs less the load)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args.threads or None)  # the report states the count (machine_info)
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, hidden_size=args.hidden, num_layers=args.layers,

@@ -60,6 +60,7 @@ from mellea_local.errors import (
     KVCacheError,
     LineError,
     MelleaLocalError,
+    MissingExtraError,
     ModelLoadError,
     ModelOptionError,
     ModelOptionTypeError,
@@ -142,13 +143,28 @@ _LAZY = {
 }
 
 
+# Lazy names whose module needs an optional extra. On a base install they resolve to a
+# stand-in class that raises MissingExtraError (naming the extra) when used, so the star
+# import, `dir()` and `__all__` keep working without the extra.
+_EXTRA = {"LlamaServerBackend": "llamacpp"}
+
+
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mellea_local' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        from mellea_local.extras import EXTRA_MODULES, stand_in
+
+        extra = _EXTRA.get(name)
+        missing = (exc.name or "").split(".")[0]
+        if extra is None or missing not in EXTRA_MODULES[extra]:
+            raise
+        value = stand_in(name, extra, module)
     globals()[name] = value
     return value
 
@@ -216,6 +232,7 @@ __all__ = [
     "MelleaSession",
     "MelleaTool",
     "Message",
+    "MissingExtraError",
     "ModelIdentifier",
     "ModelLoadError",
     "ModelOption",
@@ -282,3 +299,8 @@ __all__ = [
     "tool",
     "validate",
 ]
+
+
+def __dir__() -> list[str]:
+    # The lazy names too, so `dir(mellea_local)` lists the whole public API before first use.
+    return sorted(set(globals()) | set(__all__))

@@ -201,9 +201,26 @@ class DatasetError(MelleaLocalError, ValueError):
     file, line and field."""
 
 
-class RayNotInstalledError(MelleaLocalError, ImportError):
+class MissingExtraError(MelleaLocalError, ImportError):
+    """A feature needs an optional extra that is not installed (``llamacpp``, ``ray``,
+    ``plots``). Raised when the feature is used, never when its name is imported, so
+    ``from mellea_local import *`` works on a base install; the message names the feature, the
+    extra and the ``pip install 'mellea-local[EXTRA]'`` line."""
+
+    def __init__(self, message: str, extra: str = "") -> None:
+        super().__init__(message)
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.extra))
+
+
+class RayNotInstalledError(MissingExtraError):
     """``--engine ray`` (``mellea_local.batch``) needs Ray Data, an optional extra that is not
     installed; the message gives the ``pip install 'mellea-local[ray]'`` line."""
+
+    def __init__(self, message: str, extra: str = "ray") -> None:
+        super().__init__(message, extra)
 
 
 class BatchOptionError(MelleaLocalError, ValueError):

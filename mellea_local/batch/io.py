@@ -161,7 +161,7 @@ def write_parquet(journal: Path, output: Path) -> None:
     from mellea_local.batch.local import _records
 
     records = sorted(_records(journal.read_text("utf-8")), key=lambda r: r["line"])
-    keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct"]
+    keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct", "input_hash"]
     rows = [{k: r.get(k) for k in keys} for r in records]
     try:
         table = pa.Table.from_pylist(rows)

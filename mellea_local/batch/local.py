@@ -8,10 +8,17 @@ Input, one JSON object per line::
      "label": true | [true, false, ...],          # optional
      "id": ...}                                   # optional, copied to the output
 
-Output, one JSON object per checked line: ``line`` (1-based input line number, the resume key),
-``id``, ``requirements``, ``scores``, ``verdicts`` (score > 0.5) and, with labels, ``labels``
-and ``correct``. Each record is flushed as soon as it is written, so an interrupted run loses at
-most the line in flight, and a rerun skips every line already in the output.
+Output, one JSON object per checked line: ``line`` (1-based input line number), ``id``,
+``requirements``, ``scores``, ``verdicts`` (score > 0.5), with labels ``labels`` and
+``correct``, and ``input_hash`` (of the line's messages, requirements, labels and id). Each
+record is flushed as soon as it is written, so an interrupted run loses at most the line in
+flight, and a rerun skips every line already in the output.
+
+A line number alone cannot be trusted to resume: after the input was edited, or with an ``-o``
+written for another dataset, the record at line N judged other text, and counting it would
+put stale verdicts into the accuracy. So a rerun compares every record's ``input_hash`` (for a
+record written before the hash, its requirements) with the input's line and refuses the output
+on any mismatch (``check_resume``), before any model loads.
 
 The per-line pieces (``parse_line``, ``check_item``, ``record``, ``encode_record``,
 ``read_done``, ``tally``, the progress bar) are shared with ``--engine ray``
@@ -22,6 +29,7 @@ engines' outputs compare line for line.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -71,7 +79,13 @@ class CheckSummary:
 
 
 def guard_paths(input_path: Path, output: Path) -> None:
-    """Refuse an output that is the input: appending results would corrupt the dataset."""
+    """Refuse an output that is the input (appending results would corrupt the dataset) or that
+    is not a regular file (a folder, a FIFO that would block the run)."""
+    if output.exists() and not output.is_file():
+        kind = "a folder" if output.is_dir() else "not a regular file"
+        raise CheckFileError(
+            f"-o {str(output)!r} is {kind}; pass -o a file path for the JSONL results, e.g. "
+            f"{str(output / 'results.jsonl') if output.is_dir() else 'results.jsonl'!r}.")
     same = (output.exists() and input_path.exists() and os.path.samefile(input_path, output)) \
         or output.resolve() == input_path.resolve()
     if same:
@@ -97,7 +111,8 @@ def read_done(output: Path) -> set[int]:
         cut = raw.rfind(b"\n") + 1
         body, tail = raw[:cut], raw[cut:]
     done: set[int] = set()
-    for number, row in enumerate(body.decode("utf-8", errors="replace").splitlines(), start=1):
+    for number, row in enumerate(jsonl_lines(body.decode("utf-8", errors="replace")),
+                                  start=1):
         if not row.strip():
             continue
         rec = _check_record(row)
@@ -122,6 +137,19 @@ def read_done(output: Path) -> set[int]:
     return done
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at ``\n`` only (a ``\r`` before it dropped).
+
+    Not ``str.splitlines()``: it also splits at U+2028, U+2029, U+0085 and other separators
+    that valid JSON may hold raw inside a string (``json.dumps(ensure_ascii=False)`` writes
+    them so), which would break one line in two and shift every later line number.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def _check_record(row: str) -> dict[str, Any] | None:
     """``row`` parsed when it is one complete check output record, else None."""
     try:
@@ -135,7 +163,7 @@ def _check_record(row: str) -> dict[str, Any] | None:
 
 
 def _records(text: str) -> Iterator[dict[str, Any]]:
-    for row in text.splitlines():
+    for row in jsonl_lines(text):
         rec = _check_record(row)
         if rec is not None:
             yield rec
@@ -159,7 +187,54 @@ def record(item: CheckItem, scores: list[float]) -> dict[str, Any]:
     if item.labels is not None:
         rec["labels"] = item.labels
         rec["correct"] = [v == lab for v, lab in zip(verdicts, item.labels, strict=True)]
+    rec["input_hash"] = input_hash(item)
     return rec
+
+
+def input_hash(item: CheckItem) -> str:
+    """What a record judged, as 16 hex digits: the line's messages, requirements, labels and
+    id (parsed, so JSONL and Parquet rows of the same content hash alike)."""
+    content = [item.messages, item.requirements, item.labels, item.id]
+    text = json.dumps(content, ensure_ascii=False, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def items_by_line(numbered: Iterator[tuple[int, str]] | list[tuple[int, str]]
+                  ) -> dict[int, CheckItem]:
+    """The valid lines of an input by number (a malformed line has no entry)."""
+    items = {}
+    for number, text in numbered:
+        if text.strip():
+            try:
+                items[number] = parse_line(number, text)
+            except LineError:
+                continue
+    return items
+
+
+def check_resume(output: Path, items: dict[int, CheckItem], input_name: str) -> None:
+    """Refuse to resume from ``output`` when any record judged something other than the input's
+    line of its number (see the module docstring); a fresh output passes."""
+    if not output.exists():
+        return
+    stale: list[tuple[int, str]] = []
+    for rec in _records(output.read_text("utf-8", errors="replace")):
+        number = rec["line"]
+        item = items.get(number)
+        if item is None:
+            stale.append((number, "no valid line of that number in the input"))
+        elif "input_hash" in rec:
+            if rec["input_hash"] != input_hash(item):
+                stale.append((number, "the line's messages, requirements or label changed"))
+        elif rec.get("requirements") != item.requirements:  # a record from before the hash
+            stale.append((number, "the line's requirements changed"))
+    if stale:
+        number, why = stale[0]
+        raise CheckFileError(
+            f"The output {str(output)!r} holds {len(stale)} record(s) that do not match the input "
+            f"{input_name!r} (first: line {number}, {why}): it was written for another dataset "
+            "or an earlier version of this one, and resuming would count stale verdicts. Pass "
+            "-o a new file, or delete the old output to check everything again.")
 
 
 def dataset_lines(input_path: Path) -> list[str]:
@@ -170,15 +245,35 @@ def dataset_lines(input_path: Path) -> list[str]:
     JSON, e.g. a CSV or a pretty-printed document) is one ``CheckFileError`` before any model
     time, instead of a report of every line.
     """
+    if input_path.exists() and not input_path.is_file():
+        raise CheckFileError(
+            f"The input dataset {str(input_path)!r} is "
+            f"{'a folder' if input_path.is_dir() else 'not a regular file'}; pass a JSONL file.")
     if not input_path.is_file():
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
-    lines = read_utf8(input_path, "The input dataset", CheckFileError).splitlines()
+    if _looks_parquet(input_path):
+        raise CheckFileError(
+            f"The input dataset {str(input_path)!r} is a Parquet file; the local engine reads "
+            "JSONL. Add --engine ray (it reads Parquet; needs pip install "
+            "'mellea-local[ray]'), or convert the file to JSONL (one JSON object per line).")
+    lines = jsonl_lines(read_utf8(input_path, "The input dataset", CheckFileError))
     if any(t.strip() for t in lines) and not any(_is_json(t) for t in lines if t.strip()):
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} is not JSONL: no line of it is a JSON "
             "value. Pass one JSON object per line (see `mellea-local check --help`).")
     return lines
+
+
+def _looks_parquet(path: Path) -> bool:
+    """By suffix or by the ``PAR1`` magic every Parquet file starts with."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return True
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
 
 
 def _is_json(text: str) -> bool:
@@ -293,6 +388,7 @@ def run_check(
     guard_paths(input_path, output)
     lines = dataset_lines(input_path)
     done = read_done(output)
+    check_resume(output, items_by_line(list(enumerate(lines, start=1))), str(input_path))
     summary = CheckSummary(total=len(lines))
     progress = make_progress(err)
     with progress:

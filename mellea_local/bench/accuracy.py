@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mellea_local.batch.local import jsonl_lines
 from mellea_local.bench.timing import Tick
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import AdapterNotFoundError, DatasetError, LineError
@@ -56,7 +57,7 @@ def read_dataset(path: str | Path) -> list[LabelledItem]:
             "(one {messages, requirement(s), label, family?} object per line).")
     items = []
     body = read_utf8(path, "--dataset: the labelled dataset", DatasetError)
-    for number, text in enumerate(body.splitlines(), start=1):
+    for number, text in enumerate(jsonl_lines(body), start=1):
         if not text.strip():
             continue
         try:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from mellea_local.bench.requirement_check import CheckBench
-from mellea_local.bench.subjects import REQUIREMENTS, conversation
+from mellea_local.bench.subjects import REQUIREMENTS, fit_conversation
 from mellea_local.bench.timing import machine_info, sync_device
 
 TARGET = 1.15
@@ -78,7 +78,8 @@ def _measure_length(bench: CheckBench, floor_model: Any, length: int, repeats: i
     device = floor_model.device
     kw = cache_kwarg_name(floor_model.get_base_model())  # `cache` on transformers >= 5.x
     req = REQUIREMENTS[0]
-    ctx = conversation(tokenizer, length, seed=7)
+    ctx, _ = fit_conversation(
+        lambda c: build_check_prompts(backend, c, [req], alora)[0].shared, length, seed=7)
     [prompt] = build_check_prompts(backend, ctx, [req], alora)
     suffix = prompt.ids[prompt.shared:] + tokenizer.encode('{"score": "',
                                                            add_special_tokens=False)
@@ -139,7 +140,8 @@ def _measure_length(bench: CheckBench, floor_model: Any, length: int, repeats: i
     # Each round's own ratio, its median: a cross-check less moved by drift on a shared box.
     pair = statistics.median(o / f for o, f in zip(samples["ours"], samples["floor"],
                                                    strict=True))
-    return {"context_tokens": prompt.shared, "suffix_tokens": len(suffix),
+    return {"requested_tokens": length, "context_tokens": prompt.shared,
+            "suffix_tokens": len(suffix),
             "median_ms": med, "ours_over_floor": med["ours"] / med["floor"],
             "median_pair_ratio": pair, "max_abs_logprob_diff": diff}
 

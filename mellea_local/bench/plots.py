@@ -21,7 +21,7 @@ MODE_LABELS = {
     "alora_scratch": "aLoRA from scratch",
     "lora": "plain LoRA",
     "llm_judge": "LLM-as-judge",
-    "batch8": "8 checks batched",
+    "batch8": "8 checks in one call (whole call)",
 }
 
 
@@ -36,6 +36,9 @@ def have_matplotlib() -> bool:
 
 
 def _figure(width: float, height: float) -> Any:
+    from mellea_local.extras import require_extra
+
+    require_extra("Drawing the benchmark's PNG figures", "plots")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -57,12 +60,23 @@ def _log_y(ax: Any) -> None:
 def plot_latency(
     checks: dict[str, Any], path: str | Path, *, react: dict[str, Any] | None = None
 ) -> Path:
-    """Median ms vs context tokens, one line per check mode, log-scale axes.
+    """Median ms per call vs context tokens, one line per check mode, log-scale axes; a band
+    per mode spans the fastest to the slowest round (the spread a median hides). Every mode is
+    one check per call except ``batch8``, one call of eight checks, labelled as such.
 
     With a ``react`` result a second panel shows per-turn latency against history length with
     and without KV reuse: the same question (does cost grow with context?) for an agent loop.
     """
     path = Path(path)
+    fig = latency_figure(checks, react=react)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
+
+
+def latency_figure(checks: dict[str, Any], *, react: dict[str, Any] | None = None) -> Any:
+    """The figure ``plot_latency`` saves (a matplotlib ``Figure``), for a caller or a test
+    that reads its axes."""
     rows = checks["rows"]
     fig = _figure(12 if react else 7, 4.8)
     axes = fig.subplots(1, 2 if react else 1, squeeze=False)[0]
@@ -70,14 +84,18 @@ def plot_latency(
     xs = [r["context_tokens"] for r in rows]
     modes = [m for m in MODE_LABELS if all(m in r["median_ms"] for r in rows)]
     for mode in modes:
-        ax.plot(xs, [r["median_ms"][mode] for r in rows], marker="o",
-                label=MODE_LABELS[mode], linestyle="--" if mode == "floor" else "-")
+        line = ax.plot(xs, [r["median_ms"][mode] for r in rows], marker="o",
+                       label=MODE_LABELS[mode], linestyle="--" if mode == "floor" else "-")[0]
+        if all(mode in r.get("spread_ms", {}) for r in rows):
+            ax.fill_between(xs, [r["spread_ms"][mode][0] for r in rows],
+                            [r["spread_ms"][mode][1] for r in rows], color=line.get_color(),
+                            alpha=0.15, linewidth=0)
     ax.set_xscale("log", base=2)
     _log_y(ax)
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.minorticks_off()
     ax.set_xlabel("context tokens")
-    ax.set_ylabel("median ms per check (log)")
+    ax.set_ylabel("ms per call, median; band: fastest-slowest (log)")
     ax.set_title(f"Requirement check: {checks.get('model', '')} {checks.get('device', '')} "
                  f"{checks.get('dtype', '')}".strip())
     ax.grid(True, which="major", alpha=0.3)
@@ -97,9 +115,7 @@ def plot_latency(
         ax.set_title(f"ReACT turns vs history ({react['turns']} turns)")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize="small")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return fig
 
 
 def plot_accuracy(accuracy: dict[str, Any], path: str | Path) -> Path:

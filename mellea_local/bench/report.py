@@ -159,7 +159,7 @@ def _ratio_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _checks_table(checks: dict[str, Any]) -> list[str]:
     lines = ["| context tokens | suffix | ours | floor | aLoRA scratch | LoRA | LLM judge | "
-             "8 batched | ours/floor | scratch/ours | batch8/one |",
+             "8 checks, one call | ours/floor | scratch/ours | batch8/one |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in checks["rows"]:
         m = r["median_ms"]
@@ -170,6 +170,18 @@ def _checks_table(checks: dict[str, Any]) -> list[str]:
             f"{r['ours_over_floor']:.2f} | {r['scratch_over_ours']:.1f} | "
             f"{r['batch8_over_one']:.2f} |")
     return lines
+
+
+def _lengths_note(checks: dict[str, Any]) -> list[str]:
+    """Which lengths were asked and which measured: the conversation is fitted to the asked
+    length in whole words, within ``fit_tolerance`` tokens."""
+    pairs = [(r["requested_tokens"], r["context_tokens"]) for r in checks["rows"]
+             if "requested_tokens" in r]
+    if not pairs:
+        return []
+    shown = ", ".join(f"{asked} -> {got}" for asked, got in pairs)
+    return [f"Context tokens asked -> measured (fitted within 2 % or 8 tokens): {shown}. "
+            "Each mode's time is one call; `8 checks, one call` is the whole call.", ""]
 
 
 def _batched_table(batched: dict[str, Any]) -> list[str]:
@@ -208,6 +220,16 @@ def _accuracy_table(acc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def threads_text(info: dict[str, Any]) -> str:
+    """The torch thread count as a report states it: how many, chosen how, on what load."""
+    text = f"{info['torch_threads']} thread(s)"
+    if "usable_cpus" in info:
+        load = info.get("load_average")
+        text += (f" ({info.get('threads_source', '?')}; {info['usable_cpus']} usable CPU(s), "
+                 f"load average {'n/a' if load is None else f'{load:.1f}'} at the start)")
+    return text
+
+
 def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     """The report: what ran where, ratios vs targets, one table per section, the figures.
 
@@ -223,7 +245,7 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
                f"{cfg['device']}, {cfg['dtype']}) with random adapters" if timed
                else "speed sections skipped")
     out.append(f"`{cfg['command']}` on {info['machine']}, torch {info['torch']} with "
-               f"{info['torch_threads']} thread(s){', ' + info['gpu'] if 'gpu' in info else ''}"
+               f"{threads_text(info)}{', ' + info['gpu'] if 'gpu' in info else ''}"
                f"; {subject}; {results['seconds']:.0f} s in all.")
     if cfg["quick"]:
         out += ["", "A `--quick` smoke run: a tiny model, short contexts and few repeats. It shows "
@@ -233,8 +255,8 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
         results))]
     checks = results.get("requirement_check")
     if checks:
-        out += ["", "## Requirement checks vs context length (median ms)", "",
-                *_checks_table(checks)]
+        out += ["", "## Requirement checks vs context length (median ms per call)", "",
+                *_lengths_note(checks), *_checks_table(checks)]
         if "latency_png" in files:
             out += ["", f"![latency vs context length]({files['latency_png']})"]
     batched = results.get("batched")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,9 +26,15 @@ from typing import Any
 import torch
 
 from mellea_local.bench.generation import device_label, dtype_label
-from mellea_local.bench.subjects import REQUIREMENTS, conversation, param_count
-from mellea_local.bench.timing import Tick, interleaved_medians, machine_info
+from mellea_local.bench.subjects import (
+    REQUIREMENTS,
+    fit_conversation,
+    fit_tolerance,
+    param_count,
+)
+from mellea_local.bench.timing import Tick, interleaved_samples, machine_info
 from mellea_local.core.context import ChatContext
+from mellea_local.errors import BenchmarkError
 from mellea_local.messages import Message
 
 MODES = ("ours", "floor", "alora_scratch", "lora", "llm_judge", "batch8")
@@ -120,8 +127,17 @@ def measure_requirement_checks(
         from mellea_local.intrinsics.requirement_check import build_check_prompts
 
         alora, lora = bench.alora, bench.lora
-        ctx = conversation(tokenizer, length)
+
+        def shared(ctx: ChatContext) -> int:
+            return build_check_prompts(backend, ctx, [req], alora)[0].shared
+
+        ctx, _ = fit_conversation(shared, length)
         [prompt] = build_check_prompts(backend, ctx, [req], alora)
+        if abs(prompt.shared - length) > fit_tolerance(length):
+            raise BenchmarkError(
+                f"--lengths {length}: the closest conversation has {prompt.shared} context "
+                f"tokens, outside the {fit_tolerance(length)}-token tolerance; pass a length "
+                "of at least 64.")
         forced = tokenizer.encode('{"score": "', add_special_tokens=False)
         suffix = prompt.ids[prompt.shared:] + forced
         backend.prefix_cache.clear()
@@ -145,11 +161,14 @@ def measure_requirement_checks(
         }
         if skip_slow:
             modes.pop("llm_judge")
-        med = interleaved_medians(modes, repeats, tick=tick)
+        samples = interleaved_samples(modes, repeats, tick=tick)
+        med = {m: statistics.median(v) for m, v in samples.items()}
         row = {
+            "requested_tokens": length,  # context_tokens is within fit_tolerance of it
             "context_tokens": prompt.shared,
             "suffix_tokens": len(suffix),
-            "median_ms": med,
+            "median_ms": med,  # per call: batch8 is one call of 8 checks
+            "spread_ms": {m: [min(v), max(v)] for m, v in samples.items()},  # fastest, slowest
             "ours_over_floor": med["ours"] / med["floor"],
             "scratch_over_ours": med["alora_scratch"] / med["ours"],
             "lora_over_ours": med["lora"] / med["ours"],

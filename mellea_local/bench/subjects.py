@@ -65,17 +65,82 @@ def build_sized_model(
 
 
 def conversation(tokenizer: Any, n_tokens: int, seed: int = 0) -> ChatContext:
-    """A user/assistant conversation of about ``n_tokens`` tokens, ending with an answer."""
+    """A user/assistant conversation of about ``n_tokens`` tokens, ending with an answer.
+
+    "About": counted from the turns' own tokens, not the chat template's, so the rendered
+    conversation runs longer (345 tokens for 256 on the tiny template); ``fit_conversation``
+    hits a length measured the way a check sees it.
+    """
     rng = random.Random(seed)
     ctx = ChatContext().add(Message("system", "Answer briefly."))
     total = 0
     while True:
-        question = " ".join(rng.choice(WORDS) for _ in range(6)) + "?"
-        answer = " ".join(rng.choice(WORDS) for _ in range(10)) + "."
+        question, answer = _turn(rng)
         ctx = ctx.add(Message("user", question)).add(Message("assistant", answer))
         total += len(tokenizer.encode(question + answer, add_special_tokens=False)) + 10
         if total >= n_tokens:
             return ctx
+
+
+def _turn(rng: random.Random) -> tuple[str, str]:
+    question = " ".join(rng.choice(WORDS) for _ in range(6)) + "?"
+    answer = " ".join(rng.choice(WORDS) for _ in range(10)) + "."
+    return question, answer
+
+
+def _build(turns: list[tuple[str, str]]) -> ChatContext:
+    ctx = ChatContext().add(Message("system", "Answer briefly."))
+    for question, answer in turns:
+        ctx = ctx.add(Message("user", question)).add(Message("assistant", answer))
+    return ctx
+
+
+FIT_TOLERANCE = 0.02
+"""How far a fitted conversation may miss its length: 2 % (or 8 tokens, whichever is more)."""
+
+
+def fit_tolerance(n_tokens: int) -> int:
+    return max(8, round(FIT_TOLERANCE * n_tokens))
+
+
+def fit_conversation(
+    count: Any, n_tokens: int, seed: int = 0
+) -> tuple[ChatContext, int]:
+    """A conversation whose length, as ``count(ctx)`` measures it (the tokens a check's prompt
+    shares with the conversation), is as close to ``n_tokens`` as whole words allow.
+
+    Whole turns are added or dropped until the count brackets the length, then the last
+    answer's words are trimmed (one word is one to a few tokens), keeping the closest. Returns
+    the conversation and its measured count, which the caller reports next to the length asked.
+    """
+    rng = random.Random(seed)
+    turns = [_turn(rng)]
+    counted = count(_build(turns))
+    while counted < n_tokens:
+        step = max(1, (n_tokens - counted) // max(counted // len(turns), 1))
+        turns += [_turn(rng) for _ in range(step)]
+        counted = count(_build(turns))
+    while len(turns) > 1:
+        shorter = count(_build(turns[:-1]))
+        if shorter < n_tokens:
+            break
+        turns.pop()
+        counted = shorter
+    best = (abs(counted - n_tokens), counted, list(turns))
+    question, answer = turns[-1]
+    q_words, a_words = question.rstrip("?").split(), answer.rstrip(".").split()
+    # Shorter and shorter last turns: the answer first, then (its answer one word) the question.
+    trials = [(len(q_words), a) for a in range(len(a_words) - 1, 0, -1)]
+    trials += [(q, 1) for q in range(len(q_words) - 1, 0, -1)]
+    for q, a in trials:
+        last = (" ".join(q_words[:q]) + "?", " ".join(a_words[:a]) + ".")
+        trial = [*turns[:-1], last]
+        got = count(_build(trial))
+        if abs(got - n_tokens) < best[0]:
+            best = (abs(got - n_tokens), got, trial)
+        if got < n_tokens:
+            break
+    return _build(best[2]), best[1]
 
 
 def param_count(model: Any) -> int:

@@ -110,8 +110,10 @@ def _check_config(cfg: SuiteConfig) -> None:
         raise InvalidInputError(
             f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'."
         )
-    if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 16):
-        raise InvalidInputError("--lengths must list context lengths of at least 16 tokens.")
+    if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 64):
+        raise InvalidInputError(
+            "--lengths must list context lengths of at least 64 tokens (about the shortest "
+            "conversation a check judges); each is measured within 2 % or 8 tokens.")
     for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
                         ("--threads", cfg.threads)):
         if value is not None and value < 1:
@@ -232,13 +234,13 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
     """
     from mellea_local.backends.loading import resolve_device, resolve_dtype
     from mellea_local.bench.timing import machine_info
+    from mellea_local.threads import apply_threads
 
     _check_config(cfg)
     items: list[LabelledItem] | None = None
     if cfg.dataset is not None and "accuracy" not in cfg.skip:
         items = read_dataset(cfg.dataset)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    threads = apply_threads(cfg.threads)  # --threads, else the default for this load
     grid = cfg.grid
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
@@ -274,7 +276,8 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         _speed_sections(cfg, results, bars, size=size, device=device, dtype=dtype,
                         lengths=lengths, repeats=repeats)
         _collect()  # the speed model goes before the accuracy model loads
-        results["environment"] = machine_info()
+        # The thread choice as made at the start: the load average now counts this run too.
+        results["environment"] = {**machine_info(), **threads.as_dict()}
         if "accuracy" in cfg.skip:
             results["accuracy"] = {"skipped": "left out with --skip accuracy."}
         else:

@@ -50,21 +50,34 @@ def interleaved_medians(
 
     ``tick`` is called after each round (one unit of progress).
     """
+    samples = interleaved_samples(modes, repeats, tick=tick)
+    return {m: statistics.median(v) for m, v in samples.items()}
+
+
+def interleaved_samples(
+    modes: Mapping[str, Callable[[], Any]], repeats: int, *, tick: Tick | None = None
+) -> dict[str, list[float]]:
+    """Every round's milliseconds per mode (the modes run round-robin ``repeats`` times), for
+    a figure that shows the spread as well as the median."""
     samples: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(repeats):
         for name, fn in modes.items():
             samples[name].append(median_ms(fn, 1))
         (tick or _noop)()
-    return {m: statistics.median(v) for m, v in samples.items()}
+    return samples
 
 
 def machine_info() -> dict[str, Any]:
-    """Where the numbers came from: platform, Python, torch and its thread count."""
+    """Where the numbers came from: platform, Python, torch, its thread count and where that
+    count came from (flag, default, caller), the usable CPUs and the load average: a timing
+    means little without the threads it ran on and the work beside it."""
+    from mellea_local.threads import current_choice
+
     info: dict[str, Any] = {
         "machine": platform.platform(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        **current_choice().as_dict(),
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)

@@ -19,6 +19,8 @@ from mellea_local.cli.options import (
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
+    apply_cli_threads,
     run_guarded,
 )
 from mellea_local.cli.usage import CliGroup
@@ -62,11 +64,12 @@ MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (
 
 
 @app.command()
-def demo() -> None:
+def demo(threads: ThreadsOpt = None) -> None:
     """Show the product working offline: generate, then check requirements at the floor."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from mellea_local.cli.demo import run_demo
 
+    apply_cli_threads(threads)
     run_demo()
 
 
@@ -80,7 +83,9 @@ CHECK_EPILOG = (
     "for every requirement or a list with one per requirement; \"id\" (optional) is copied "
     "to the output. The last message must be the assistant turn the requirements judge.\n\n"
     "Output: one JSON object per checked line: line, id, requirements, scores, verdicts "
-    "(score > 0.5) and, with labels, labels and correct. A rerun skips lines already there.\n\n"
+    "(score > 0.5), with labels labels and correct, and input_hash. A rerun skips lines "
+    "already there; an output whose records do not match the input's lines (an edited input, "
+    "another dataset's -o) is refused, never counted.\n\n"
     "Exit status: 0 every line checked (or already done); 1 error, see the message; 3 the run "
     "finished but some lines were malformed or failed (each listed with its line number); "
     "--allow-bad-lines turns 3 into 0."
@@ -99,7 +104,9 @@ def _check_engine(value: str) -> str:
 EngineOpt = Annotated[str, typer.Option(
     "--engine", callback=_check_engine,
     help="local: one backend in this process; ray: a Ray Data actor pool, one backend per "
-    "actor (needs pip install 'mellea-local[ray]'). Same output either way.")]
+    "actor (needs pip install 'mellea-local\\[ray]'). Same output either way.")]
+# typer renders help as Rich markup, where "[ray]" is a style tag and vanishes: a literal
+# bracket in help text is written "\\[" (tests/cli/test_help_text.py checks every command).
 ActorsOpt = Annotated[int | None, typer.Option(
     "--actors", help="--engine ray: actors in the pool, one backend each (default 1).")]
 RayAddressOpt = Annotated[str | None, typer.Option(
@@ -112,7 +119,8 @@ GpusPerActorOpt = Annotated[float | None, typer.Option(
 
 
 def ray_options(engine: str, actors: int | None, ray_address: str | None,
-                batch_size: int | None, gpus_per_actor: float | None) -> RayOptions | None:
+                batch_size: int | None, gpus_per_actor: float | None,
+                threads: int | None = None) -> RayOptions | None:
     """The pool settings for ``--engine ray`` (validated), None for local; a Ray flag with
     ``--engine local`` is refused rather than ignored."""
     given = {"--actors": actors, "--ray-address": ray_address, "--batch-size": batch_size,
@@ -127,7 +135,8 @@ def ray_options(engine: str, actors: int | None, ray_address: str | None,
 
     options = RayOptions(actors=1 if actors is None else actors,
                          batch_size=8 if batch_size is None else batch_size,
-                         gpus_per_actor=gpus_per_actor or 0.0, address=ray_address)
+                         gpus_per_actor=gpus_per_actor or 0.0, address=ray_address,
+                         threads=1 if threads is None else threads)
     options.validate()
     return options
 
@@ -153,34 +162,47 @@ def check(
     ray_address: RayAddressOpt = None,
     batch_size: BatchSizeOpt = None,
     gpus_per_actor: GpusPerActorOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
 
     def work() -> int:
         from mellea_local.batch.local import (
+            check_resume,
             dataset_lines,
             guard_paths,
+            items_by_line,
             load_check_backend,
             read_done,
             report,
             run_check,
         )
 
-        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
+                              threads)
         if options is not None:
             from mellea_local.batch import run
+            from mellea_local.batch.io import is_parquet_output, journal_for, read_pending
 
+            records = journal_for(output) if is_parquet_output(output) else output
+            if records.is_file() and input_path.is_file():  # resuming: records must match
+                rows = read_pending(input_path, set()).rows
+                check_resume(records, items_by_line([(r["line"], r["text"]) for r in rows]),
+                             str(input_path))
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
                           dtype=dtype, options=options)
         else:
-            dataset_lines(input_path)  # a missing or unreadable input fails before the model
+            lines = dataset_lines(input_path)  # a missing or unreadable input: before the model
             if output.suffix.lower() in (".parquet", ".pq"):
                 raise CheckFileError(
                     f"-o {str(output)!r}: Parquet output is written by --engine ray (pyarrow "
                     "comes with its extra); add --engine ray, or pass a .jsonl output.")
             guard_paths(input_path, output)
             read_done(output)  # an unusable output fails here, before the model loads
+            check_resume(output, items_by_line(list(enumerate(lines, start=1))),
+                         str(input_path))
+            apply_cli_threads(threads)
             backend, name = load_check_backend(model, device=device, dtype=dtype,
                                                adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +225,7 @@ def chat(
     system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Chat with the model; thinking shown dimmed, /help lists the commands, /quit leaves."""
     from rich.console import Console
@@ -213,6 +236,7 @@ def chat(
 
         if system is not None:
             check_text(system, "--system")
+        apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
@@ -237,6 +261,7 @@ def react_command(
         callback=_check_budget, help="Most model turns before giving up (-1: no limit).")] = 6,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Run the ReACT agent on GOAL with the calculator (and a lookup table), step by step."""
     from rich.console import Console
@@ -249,6 +274,7 @@ def react_command(
             raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
                                     "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
+        apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
         if adapter:
             add_cli_adapter(backend, adapter)
@@ -290,11 +316,11 @@ def bench(
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
-    threads: Annotated[int | None, typer.Option(
-        help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine).")
-    ] = None,
+    threads: ThreadsOpt = None,
     lengths: Annotated[str | None, typer.Option(
-        help="Comma-separated context lengths for the check modes, e.g. 1024,4096,16384.")
+        help="Comma-separated context lengths for the check modes, e.g. 1024,4096,16384 "
+        "(at least 64; each conversation is fitted to within 2 % or 8 tokens and the report "
+        "states the length measured).")
     ] = None,
     repeats: Annotated[int | None, typer.Option(
         help="Interleaved rounds per measurement (default: 3 quick, 7 full).")] = None,
@@ -328,7 +354,7 @@ def bench(
         from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor)
+        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor, threads)
         if pool is not None:
             from mellea_local.batch import require_ray
 
@@ -360,6 +386,9 @@ def export_gguf_command(
     """
 
     def work() -> None:
+        from mellea_local.extras import require_extra
+
+        require_extra("export-gguf", "llamacpp")
         from mellea_local.backends.llama_server.gguf_export import export_gguf
 
         manifest = export_gguf(model, out_dir)

@@ -4,7 +4,8 @@ Reads lines with ``input()`` (so scripts and tests can pipe a conversation in), 
 the whole history as context, shows the model's thinking dimmed above its answer. A line that
 is one slash word is a command for the chat itself, never sent to the model: ``/help`` lists
 them, ``/reset`` starts over (keeping the system prompt), ``/quit`` (or end of input) leaves;
-an unknown one is answered with the list.
+an unknown one is answered with the list. Answers stream as they are generated; Ctrl-C while
+one streams stops that answer (the model's worker too) and the chat goes on.
 """
 
 from __future__ import annotations
@@ -38,24 +39,112 @@ def _fresh(system: str | None) -> ChatContext:
     return ctx.add(Message("system", system)) if system else ctx
 
 
+THINK_END = "</think>"
+
+
+class StreamPrinter:
+    """Prints an answer as its deltas arrive: thinking dimmed, then ``assistant> `` and the
+    answer. With thinking on, the stream holds the thinking first and ``</think>`` before the
+    answer (the template opened the block); a marker split across deltas is held back until
+    it is whole."""
+
+    def __init__(self, console: Console, thinking: bool) -> None:
+        self.console = console
+        self.in_thinking = thinking
+        self.held = ""
+        self.thought = self.answered = False
+
+    def _out(self, text: str) -> None:
+        if not text:
+            return
+        if self.in_thinking:
+            self.thought = True
+            self.console.print(text, end="", style="dim italic", markup=False, highlight=False)
+            return
+        if not self.answered:
+            if self.thought:
+                self.console.print()
+            self.console.print("assistant> ", end="", markup=False, highlight=False)
+            self.answered = True
+        self.console.print(text, end="", markup=False, highlight=False)
+
+    def feed(self, delta: str) -> None:
+        text = self.held + delta
+        self.held = ""
+        if self.in_thinking:
+            text = text.removeprefix("<think>") if not self.thought else text
+            if THINK_END in text:
+                before, after = text.split(THINK_END, 1)
+                self._out(before)
+                self.in_thinking = False
+                self._out(after.lstrip("\n"))
+                return
+            keep = next((k for k in range(len(THINK_END) - 1, 0, -1)
+                         if text.endswith(THINK_END[:k])), 0)
+            self.held = text[len(text) - keep:] if keep else ""
+            self._out(text[:len(text) - keep] if keep else text)
+            return
+        self._out(text)
+
+    def finish(self, mot: Any, *, stopped: bool = False) -> None:
+        """End the answer's line; what never streamed (a backend that does not stream, an
+        answer that never left the thinking block) is printed from the finished output."""
+        if stopped:
+            if self.thought or self.answered:
+                self.console.print()
+            self.console.print("(answer stopped)", style="yellow", markup=False,
+                               highlight=False)
+            return
+        if not self.thought and getattr(mot, "thinking", None):
+            self.console.print(mot.thinking.strip(), style="dim italic", markup=False,
+                               highlight=False)
+            self.thought = True
+        if self.answered:
+            self.console.print()
+        else:
+            if self.thought and self.in_thinking:
+                self.console.print()
+            self.console.print(f"assistant> {mot.value or ''}", markup=False, highlight=False)
+
+
 async def _answer(
-    backend: Any, ctx: ChatContext, text: str, options: dict[str, Any]
-) -> tuple[Any, ChatContext]:
+    backend: Any, ctx: ChatContext, text: str, options: dict[str, Any], printer: StreamPrinter,
+) -> ChatContext:
     mot, new_ctx = await backend.generate_from_context(Message("user", text), ctx,
                                                        model_options=options)
-    await mot.avalue()
-    return mot, new_ctx
+    try:
+        async for delta in mot:
+            printer.feed(delta)
+        await mot.avalue()
+    except BaseException:
+        # Ctrl-C (a KeyboardInterrupt here, or asyncio cancelling this task): stop the
+        # model's worker so the backend is free for the next question.
+        mot.cancel_generation()
+        raise
+    printer.finish(mot)
+    return new_ctx
+
+
+def banner(backend: Any) -> str:
+    """Which model answers, with which adapters: what a user needs to read the answers."""
+    model = getattr(backend, "model_id", None) or type(backend).__name__
+    where = getattr(backend, "device", None)
+    adapters = getattr(backend, "adapters", None)
+    names = ", ".join(sorted(adapters)) if isinstance(adapters, dict) and adapters else "none"
+    return (f"chat with {model}{f' on {where}' if where else ''}; adapters: {names}\n"
+            "/help lists the commands, Ctrl-C stops an answer, /quit leaves")
 
 
 def run_chat(
     backend: Any, *, console: Console, system: str | None = None, thinking: bool = True,
     max_new_tokens: int = 256,
 ) -> int:
-    """The read-answer loop; returns the number of turns answered."""
-    options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking}
+    """The read-answer loop; returns the number of turns answered (a stopped one is not)."""
+    options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking,
+               ModelOption.STREAM: True}
     ctx = _fresh(system)
     turns = 0
-    console.print("chat: /help lists the commands, /quit leaves", style="dim")
+    console.print(banner(backend), style="dim", markup=False, highlight=False)
     while True:
         try:
             text = input(PROMPT)
@@ -76,11 +165,12 @@ def run_chat(
                                   style="yellow", markup=False, highlight=False)
                 _print_help(console)
             continue
-        with console.status("thinking..."):
-            mot, ctx = asyncio.run(_answer(backend, ctx, text, options))
-        if mot.thinking:
-            console.print(mot.thinking.strip(), style="dim italic", markup=False,
-                          highlight=False)
-        console.print(f"assistant> {mot.value or ''}", markup=False, highlight=False)
+        printer = StreamPrinter(console, thinking)
+        try:
+            ctx = asyncio.run(_answer(backend, ctx, text, options, printer))
+        except KeyboardInterrupt:
+            # The answer stops, the chat goes on; the unfinished turn is not kept in history.
+            printer.finish(None, stopped=True)
+            continue
         turns += 1
     return turns

@@ -13,6 +13,7 @@ import asyncio
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mellea_local import __version__
@@ -55,8 +56,8 @@ async def _answer(console: Console, backend: LocalHFBackend) -> tuple[ChatContex
         model_options={ModelOption.MAX_NEW_TOKENS: 64, ModelOption.THINKING: True})
     answer = await mot.avalue()
     if mot.thinking:
-        console.print(f"[dim]  thinking: {mot.thinking.strip()}[/]", highlight=False)
-    console.print(f"[bold magenta]assistant[/] {answer}", highlight=False)
+        console.print(f"[dim]  thinking: {escape(mot.thinking.strip())}[/]", highlight=False)
+    console.print(f"[bold magenta]assistant[/] {escape(answer)}", highlight=False)
     console.print(f"[dim]  {mot.usage.get('completion_tokens', '?')} tokens, "
                   f"finish_reason={mot.finish_reason}[/]")
     return ctx, answer
@@ -75,7 +76,7 @@ async def _checks(
         ms = (time.perf_counter() - t0) * 1000
         last = backend.stats.last
         truth = "[dim]pass[/]" if PREDICATES[family](answer, SLOTS) else "[dim]fail[/]"
-        table.add_row(req, f"{score:.3f}", _verdict(score), truth, f"{ms:.1f}",
+        table.add_row(escape(req), f"{score:.3f}", _verdict(score), truth, f"{ms:.1f}",
                       str(last.prefilled_tokens), str(last.reused_tokens))
     console.print(table)
     console.print("[dim]  truth = the Python rule the training labels come from (the tiny model "
@@ -103,9 +104,10 @@ async def _agent(console: Console, backend: LocalHFBackend) -> None:
                                     loop_budget=4,
                                     model_options={ModelOption.MAX_NEW_TOKENS: 64})
         except RuntimeError as err:
-            console.print(f"[red]  no final answer: {err}[/]")
+            console.print(f"[red]  no final answer: {escape(str(err))}[/]")
             continue
-        console.print(f"[bold green]  final answer[/] {result.value}\n", highlight=False)
+        console.print(f"[bold green]  final answer[/] {escape(str(result.value))}\n",
+                      highlight=False)
 
 
 async def _instruct(console: Console, backend: LocalHFBackend) -> None:
@@ -119,10 +121,10 @@ async def _instruct(console: Console, backend: LocalHFBackend) -> None:
     for attempt in result.attempts:
         [validation] = attempt.validations
         score = validation.score if validation.score is not None else float(bool(validation))
-        console.print(f"  attempt {attempt.index + 1}: {attempt.sample.value!r}  "
+        console.print(f"  attempt {attempt.index + 1}: {escape(repr(attempt.sample.value))}  "
                       f"score {score:.2f} {_verdict(score)}", highlight=False)
     outcome = "[green]success[/]" if result.success else "[red]no passing sample[/]"
-    console.print(f"  {outcome}: {result.result.value!r}", highlight=False)
+    console.print(f"  {outcome}: {escape(repr(result.result.value))}", highlight=False)
 
 
 async def _demo(console: Console) -> None:
@@ -136,7 +138,8 @@ async def _demo(console: Console) -> None:
     params = backend.base_parameter_count
     console.print(
         f"[bold]mellea_local {__version__}[/]: {backend.model_id.rsplit('/', 1)[-1]} "
-        f"({params / 1e6:.1f} M parameters, {backend.device}) with adapters "
+        f"({params / 1e6:.1f} M parameters, {backend.device}, {torch_threads()} torch "
+        "thread(s)) with adapters "
         f"{', '.join(sorted(backend.adapters))}, loaded in {time.perf_counter() - t1:.2f} s "
         f"[dim](libraries imported in {t1 - t0:.1f} s)[/]")
     ctx, answer = await _answer(console, backend)
@@ -144,6 +147,12 @@ async def _demo(console: Console) -> None:
     await _agent(console, backend)
     await _instruct(console, backend)
     console.rule(f"[bold]done in {time.perf_counter() - t0:.1f} s, offline")
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def run_demo() -> None:

@@ -84,6 +84,13 @@ DtypeOpt = Annotated[
                  help="float32, bfloat16 or float16 (default: per device; the embedded model "
                  "runs in float32 only)."),
 ]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option("--threads", min=1,
+                 help="torch CPU threads (default: the CPUs this process may use less the "
+                 "current load average, at least 1; more threads than free cores run slower, "
+                 "not faster)."),
+]
 DebugOpt = Annotated[
     bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")
 ]
@@ -112,6 +119,14 @@ def run_guarded(debug: bool, work: Callable[[], T]) -> T:
             f"error: {text}", style="bold red", markup=False, highlight=False
         )
         raise typer.Exit(1) from None
+
+
+def apply_cli_threads(threads: int | None) -> None:
+    """``--threads`` when given; without it the backend picks the default on a CPU device."""
+    if threads is not None:
+        from mellea_local.threads import apply_threads
+
+        apply_threads(threads)
 
 
 def check_text(value: str, what: str) -> str:

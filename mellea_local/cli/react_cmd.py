@@ -42,7 +42,7 @@ class StepPrinter(Backend):
         return list(await self.inner.score_requirements(*args, **kwargs))
 
     def _say(self, label: str, text: str, style: str) -> None:
-        self.console.print(f"{label}: ", style=f"bold {style}", end="")
+        self.console.print(f"{label}: ", style=f"bold {style}", end="", markup=False)
         self.console.print(text, style=style, markup=False, highlight=False)
 
     def print_observations(self, ctx: Context) -> None:

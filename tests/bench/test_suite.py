@@ -20,7 +20,8 @@ def test_default_names_keep_quick_and_gpu_runs_apart():
     (SuiteConfig(size="huge"), "--size .huge.: no such shape"),
     (SuiteConfig(size="tiny", model="embedded"), "not both"),
     (SuiteConfig(name="../x"), "plain file name"),
-    (SuiteConfig(lengths=[4]), "at least 16"),
+    (SuiteConfig(lengths=[4]), "at least 64"),
+    (SuiteConfig(lengths=[40]), "at least 64"),
     (SuiteConfig(repeats=0), "--repeats must be at least 1"),
     (SuiteConfig(skip=("nothing",)), "--skip nothing: no such section"),
 ])

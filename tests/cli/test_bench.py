@@ -35,12 +35,19 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     assert data["benchmark"] == "suite" and data["name"] == "q"
     assert data["config"]["quick"] is True
     assert data["config"]["speed_model"] == "random-init tiny"
+    env = data["environment"]  # the thread count, where it came from, and the load beside it
+    assert env["torch_threads"] == 1 and env["threads_source"] == "flag"
+    assert env["usable_cpus"] >= 1 and "load_average" in env
     assert data["config"]["command"] == "mellea-local bench --quick --name q --out-dir " \
         f"{tmp_path} --threads 1"
     for section in SPEED_SECTIONS:
         assert section in data, section
     rows = data["requirement_check"]["rows"]
     assert len(rows) == 2 and rows[0]["context_tokens"] < rows[1]["context_tokens"]
+    # The lengths asked (quick: 128, 512) are the lengths measured, within the stated tolerance.
+    assert [r["requested_tokens"] for r in rows] == [128, 512]
+    assert all(abs(r["context_tokens"] - r["requested_tokens"]) <= max(8, 0.02 * 512)
+               for r in rows)
     assert all(set(r["median_ms"]) == MODES for r in rows)
     assert all(r["suffix_tokens"] > 0 and r["ours_over_floor"] > 0 for r in rows)
     assert [r["checks"] for r in data["batched"]["rows"]] == [1, 4, 8]
@@ -67,6 +74,8 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     assert not list(tmp_path.glob("*.png"))
     md = (tmp_path / "q.md").read_text()
     assert "## Ratios vs targets" in md and data["plots_note"] in md
+    assert f"1 thread(s) (flag; {env['usable_cpus']} usable CPU(s), load average" in md
+    assert f"128 -> {rows[0]['context_tokens']}, 512 -> {rows[1]['context_tokens']}" in md
     acc = data["accuracy"]
     if _embedded_shipped():
         assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora"}

@@ -56,6 +56,7 @@ from mellea_local.errors import AdapterError, AdapterNotFoundError
 from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import check_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
+from mellea_local.threads import apply_default_threads
 
 
 class LocalHFBackend(RequirementScoring, ServingBackend):
@@ -133,6 +134,7 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         kv_cache_tokens: int,
     ) -> None:
         check_options(model_options)
+        apply_default_threads(getattr(model, "device", "cpu"))  # on purpose: threads.py
         self.model_id = model_id
         self._base_identity: str | None = model_id
         self.model_options = dict(model_options or {})
