@@ -11,7 +11,9 @@ description ran, or failed deep inside with a raw ``TypeError``.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -128,3 +130,45 @@ def check_format(value: Any, tool_calls: bool) -> bool:
     if tool_calls:
         logger.warning("format= constrains the output to JSON; tool calling is turned off")
     return False
+
+
+MAX_JSON_DEPTH = 200
+"""Deepest nesting of arrays and objects accepted in JSON we read from users' files (dataset
+lines, adapter configs). Real data nests a few levels; Python's parser gives up near the
+interpreter's recursion limit (~1,000) with a ``RecursionError`` that names nothing, and
+anything nested close to that fails again later when it is written back out."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON ``text`` (strings skipped), without
+    recursion: a line nested 100,000 deep is measured, not a crash."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def loads_json(text: str | bytes, what: str) -> Any:
+    """``json.loads(text)``, refusing JSON nested deeper than ``MAX_JSON_DEPTH``.
+
+    Raises ``json.JSONDecodeError`` for text that is not JSON and for nesting too deep (a
+    ``JSONDecodeError`` whose message names ``what`` and the limit), never ``RecursionError``:
+    callers already turn a decode error into their own typed error for one line or one file.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise json.JSONDecodeError(
+            f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0)
+    try:
+        return json.loads(text)
+    except RecursionError:  # a depth json_depth miscounted (unbalanced text): still refused
+        raise json.JSONDecodeError(
+            f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0) from None

@@ -45,6 +45,7 @@ from rich.text import Text
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import CheckFileError, LineError
+from mellea_local.inputs import loads_json
 from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
 from mellea_local.messages import Message
 from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
@@ -98,7 +99,8 @@ def read_done(output: Path) -> set[int]:
         cut = raw.rfind(b"\n") + 1
         body, tail = raw[:cut], raw[cut:]
     done: set[int] = set()
-    for number, row in enumerate(body.decode("utf-8", errors="replace").splitlines(), start=1):
+    rows = split_lines(body.decode("utf-8", errors="replace"))
+    for number, row in enumerate(rows, start=1):
         if not row.strip():
             continue
         rec = _check_record(row)
@@ -126,7 +128,7 @@ def read_done(output: Path) -> set[int]:
 def _check_record(row: str) -> dict[str, Any] | None:
     """``row`` parsed when it is one complete check output record, else None."""
     try:
-        rec = json.loads(row)
+        rec = loads_json(row, "the record")
     except json.JSONDecodeError:
         return None
     if (isinstance(rec, dict) and isinstance(rec.get("line"), int)
@@ -136,7 +138,7 @@ def _check_record(row: str) -> dict[str, Any] | None:
 
 
 def _records(text: str) -> Iterator[dict[str, Any]]:
-    for row in text.splitlines():
+    for row in split_lines(text):
         rec = _check_record(row)
         if rec is not None:
             yield rec
@@ -146,7 +148,7 @@ def tally(output: Path, summary: CheckSummary) -> None:
     """Count labelled verdicts and matches over the whole output (earlier runs included)."""
     if not output.exists():
         return
-    for rec in _records(output.read_text("utf-8")):
+    for rec in _records(output.read_bytes().decode("utf-8", errors="replace")):
         correct = rec.get("correct")
         if isinstance(correct, list):
             summary.labelled += len(correct)
@@ -174,17 +176,43 @@ def dataset_lines(input_path: Path) -> list[str]:
     if not input_path.is_file():
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
-    lines = read_utf8(input_path, "The input dataset", CheckFileError).splitlines()
-    if any(t.strip() for t in lines) and not any(_is_json(t) for t in lines if t.strip()):
+    lines = split_lines(_read_text(input_path))
+    filled = [t for t in lines if t.strip()]
+    # One bad line is that line's error (reported by number, like any other); only a file of
+    # several lines none of which is JSON is the wrong kind of file.
+    if len(filled) > 1 and not any(_is_json(t) for t in filled):
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} is not JSONL: no line of it is a JSON "
             "value. Pass one JSON object per line (see `mellea-local check --help`).")
     return lines
 
 
+def _read_text(path: Path) -> str:
+    """The file's text with its newlines as written (``read_text`` would turn a lone
+    ``"\\r"``, JSON whitespace, into a line break)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (UnicodeDecodeError, OSError):
+        return read_utf8(path, "The input dataset", CheckFileError)  # raises, naming the file
+
+
+def split_lines(text: str) -> list[str]:
+    """JSONL lines: split on "\\n" only, without the empty piece after a final newline.
+
+    Not ``str.splitlines()``, which also splits on U+2028, U+2029, U+0085 and other separators
+    that JSON allows raw inside strings (``json.dumps(ensure_ascii=False)`` writes them): a
+    valid line holding one became two broken lines, and every later line changed its number,
+    which is the resume key. A ``"\\r"`` before the newline is JSON whitespace and stays.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
+        loads_json(text, "the line")
     except json.JSONDecodeError:
         return False
     return True

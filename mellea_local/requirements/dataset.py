@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mellea_local.errors import LineError
+from mellea_local.inputs import loads_json
 
 _ROLES = ("system", "user", "assistant")
 
@@ -34,9 +35,11 @@ class CheckItem:
 def parse_line(line: int, text: str) -> CheckItem:
     """Validate one dataset line; every problem raises ``LineError`` naming the field."""
     try:
-        obj = json.loads(text)
+        obj = loads_json(text, "the line")
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise LineError(f"not UTF-8 text ({exc.reason}); save the dataset as UTF-8") from None
     return parse_object(line, obj)
 
 
@@ -77,7 +80,26 @@ def parse_object(line: int, obj: Any) -> CheckItem:
                 f'"label" must be true/false or a list of {len(reqs)} true/false values, one '
                 "per requirement"
             )
-    return CheckItem(line, turns, list(reqs), labels, obj.get("id"))
+    return CheckItem(line, turns, list(reqs), labels, _check_id(obj.get("id")))
+
+
+def _check_id(value: Any) -> Any:
+    """The id, if the output record can carry it as JSON: NaN or Infinity (which Python's
+    parser accepts) would be written bare, and no JSON reader could read the record back."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise LineError(
+            f'"id" {_short(value)} cannot be written back as JSON ({exc}); give a string, a '
+            "finite number or null") from None
+    except RecursionError:
+        raise LineError('"id" nests too deeply to be written back; give a string') from None
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 __all__ = ["CheckItem", "LineError", "parse_line"]
