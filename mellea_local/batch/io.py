@@ -187,7 +187,8 @@ def write_parquet(journal: Path, output: Path) -> None:
 
     from mellea_local.batch.local import _records
 
-    records = sorted(_records(journal.read_bytes().decode("utf-8", errors="replace")), key=lambda r: r["line"])
+    text = journal.read_bytes().decode("utf-8", errors="replace")
+    records = sorted(_records(text), key=lambda r: r["line"])
     keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct"]
     rows = [{k: r.get(k) for k in keys} for r in records]
     try:
