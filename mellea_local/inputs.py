@@ -172,3 +172,37 @@ def loads_json(text: str | bytes, what: str) -> Any:
     except RecursionError:  # a depth json_depth miscounted (unbalanced text): still refused
         raise json.JSONDecodeError(
             f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0) from None
+
+
+MAX_NAME_LENGTH = 128
+"""Longest adapter name: names key PEFT's module dicts, log lines and server requests."""
+
+
+def check_name(value: Any, what: str) -> str:
+    """``value`` if it is usable as a name: a non-empty str of at most ``MAX_NAME_LENGTH``
+    printable characters without a path separator or surrounding spaces.
+
+    A name with ``/`` or ``\\`` reads as a path wherever it is written (a file per adapter, a
+    URL); NUL and other control or format characters (bidi marks) hide what a log says.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(
+            f"{what} must be a str, got {type(value).__name__} ({_short(value)}); pass e.g. "
+            "'requirement-check_alora'.")
+    problem = None
+    if not value.strip():
+        problem = "is empty or blank"
+    elif len(value) > MAX_NAME_LENGTH:
+        problem = f"has {len(value):,} characters (at most {MAX_NAME_LENGTH})"
+    elif value != value.strip():
+        problem = "has surrounding spaces"
+    elif "/" in value or "\\" in value:
+        problem = "holds a path separator"
+    elif any(not ch.isprintable() for ch in value):
+        bad = next(ch for ch in value if not ch.isprintable())
+        problem = f"holds the non-printable character {bad!r}"
+    if problem is not None:
+        raise InvalidInputError(
+            f"{what} {_short(value)} {problem}; use a short name of letters, digits, '-' and "
+            "'_', such as 'requirement-check_alora'.")
+    return value
