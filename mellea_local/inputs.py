@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -206,3 +208,28 @@ def check_name(value: Any, what: str) -> str:
             f"{what} {_short(value)} {problem}; use a short name of letters, digits, '-' and "
             "'_', such as 'requirement-check_alora'.")
     return value
+
+
+def check_int(value: Any, argument: str, *, minimum: int, fix: str) -> int:
+    """``value`` if it is an int (never a bool) of at least ``minimum``; else a typed error
+    naming ``argument`` and saying ``fix``. ``1.5`` used to be stored and fail far away."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(
+            f"{argument} must be an int, got {type(value).__name__} ({_short(value)}); {fix}.")
+    if value < minimum:
+        raise InvalidInputError(f"{argument} is {value}, below {minimum}; {fix}.")
+    return int(value)
+
+
+def check_number(value: Any, argument: str, *, minimum: float, fix: str,
+                 inclusive: bool = True) -> float:
+    """``value`` if it is a finite real (never a bool) >= ``minimum`` (> when not
+    ``inclusive``); else a typed error naming ``argument`` and saying ``fix``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(
+            f"{argument} must be a number, got {type(value).__name__} ({_short(value)}); {fix}.")
+    below = value < minimum if inclusive else value <= minimum
+    if not math.isfinite(value) or below:
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise InvalidInputError(f"{argument} is {value!r}; it must be finite and {bound}; {fix}.")
+    return float(value)
