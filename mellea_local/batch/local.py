@@ -73,7 +73,14 @@ class CheckSummary:
 
 
 def guard_paths(input_path: Path, output: Path) -> None:
-    """Refuse an output that is the input: appending results would corrupt the dataset."""
+    """Refuse an output that is the input (appending results would corrupt the dataset) or
+    that is not a regular file: reading a FIFO to resume from it blocks until some other
+    process writes, and a directory or device cannot hold records."""
+    if output.exists() and not output.is_file():
+        kind = "a directory" if output.is_dir() else "not a regular file (a FIFO, socket or device)"
+        raise CheckFileError(
+            f"The output {str(output)!r} is {kind}; -o must name a regular file (new, or the "
+            "output of an earlier check run). Pass e.g. -o results.jsonl.")
     same = (output.exists() and input_path.exists() and os.path.samefile(input_path, output)) \
         or output.resolve() == input_path.resolve()
     if same:
@@ -174,8 +181,9 @@ def dataset_lines(input_path: Path) -> list[str]:
     time, instead of a report of every line.
     """
     if not input_path.is_file():
+        what = "is not a regular file" if input_path.exists() else "does not exist"
         raise CheckFileError(
-            f"The input dataset {str(input_path)!r} does not exist; pass a JSONL file.")
+            f"The input dataset {str(input_path)!r} {what}; pass a JSONL file.")
     lines = split_lines(_read_text(input_path))
     filled = [t for t in lines if t.strip()]
     # One bad line is that line's error (reported by number, like any other); only a file of
