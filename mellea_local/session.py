@@ -101,7 +101,13 @@ def _requirements(value: Any) -> list[Any] | None:
     it (iterating it made one requirement per character), the peer's type being a list."""
     if value is None:
         return None
-    return requirement_list(value, "requirements", single_ok=False)
+    items = requirement_list(value, "requirements", single_ok=False)
+    for i, item in enumerate(items):
+        if not isinstance(item, str | Requirement):
+            raise InputTypeError(
+                f"requirements[{i}] is {type(item).__name__} ({repr(item)[:60]}); give a "
+                "description (str) or a Requirement, e.g. requirements=['Be brief.'].")
+    return items
 
 
 def _refuse(**unsupported: Any) -> None:
