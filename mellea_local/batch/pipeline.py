@@ -51,7 +51,7 @@ from typing import Any
 
 from rich.console import Console
 
-from mellea_local.batch import watchdog
+import mellea_local.batch.watchdog as watchdog
 from mellea_local.batch.actor import BackendSpec, CheckActor
 from mellea_local.batch.io import (
     Pending,
