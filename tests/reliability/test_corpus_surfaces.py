@@ -622,3 +622,44 @@ def test_hypothesis_runs_without_a_deadline():
 def test_the_surface_corpus_is_big_enough():
     assert len(CASES) >= 220
     assert sum(c.error is None for c in CASES.values()) >= 30  # valid controls
+
+
+def _mixed_dataset(tmp: Path) -> Path:
+    lines = [
+        "[" * 100_000 + "]" * 100_000,                                  # 1: deep, refused
+        _line(id="a").replace("hello", "hel\u2028lo"),                  # 2: valid, U+2028
+        _line(id="b").replace("hello", "x\u2029y\x85z"),                # 3: valid
+        _line()[:-1] + ', "id": NaN}',                                   # 4: id refused
+        _line(id="e"),                                                   # 5: valid
+    ]
+    return _file(tmp, "\n".join(lines) + "\n")
+
+
+def test_the_ray_driver_reads_every_line_by_its_number(tmp_path):
+    """Deep JSON and a NaN id are errors of their own lines; the separators inside strings
+    keep their lines whole, so every number (the resume key) is the line's own."""
+    pytest.importorskip("ray")
+    from mellea_local.batch.io import read_pending
+
+    pending = read_pending(_mixed_dataset(tmp_path), set())
+    assert pending.total == 5
+    assert [row["line"] for row in pending.rows] == [2, 3, 5]
+    assert [n for n, _ in pending.errors] == [1, 4]
+    assert [json.loads(r["text"])["id"] for r in pending.rows] == ["a", "b", "e"]
+
+
+def test_the_local_engine_checks_every_valid_line_and_resumes_by_number(corpus_backend,
+                                                                        tmp_path):
+    from rich.console import Console
+
+    from mellea_local.batch.local import run_check
+
+    data, out = _mixed_dataset(tmp_path), tmp_path / "out.jsonl"
+    quiet = Console(file=open(os.devnull, "w"), stderr=False)  # noqa: SIM115
+    summary = run_check(data, out, corpus_backend, console=quiet)
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["line"] for r in records] == [2, 3, 5]
+    assert [r["id"] for r in records] == ["a", "b", "e"]
+    assert [n for n, _ in summary.errors] == [1, 4] and summary.checked == 3
+    again = run_check(data, out, corpus_backend, console=quiet)
+    assert again.checked == 0 and again.skipped == 3
