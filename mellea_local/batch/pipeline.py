@@ -42,6 +42,7 @@ import os
 import secrets
 import socket
 import stat
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -215,7 +216,40 @@ def probe_address(address: str) -> None:
             "private Ray for the run.") from None
 
 
+JOIN_TIMEOUT_S = 60.0
+"""How long connecting to ``--ray-address`` may take once the port answers: a port that
+accepts connections but is no Ray cluster (another server) kept ``ray.init`` waiting forever."""
+
+
 def _init(ray: Any, kwargs: dict[str, Any], address: str | None) -> None:
+    if address is None:  # a private cluster: started here, in the main thread
+        _init_now(ray, kwargs, None)
+        return
+    # Ray's client has no deadline of its own: connect in a daemon thread and stop waiting
+    # after JOIN_TIMEOUT_S (the thread is abandoned; it cannot keep the process alive).
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            _init_now(ray, kwargs, address)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=connect, name="ray-connect", daemon=True)
+    thread.start()
+    thread.join(JOIN_TIMEOUT_S)
+    if not outcome:
+        raise BatchOptionError(
+            f"--ray-address {address!r}: the port accepts connections but no Ray cluster "
+            f"answered within {JOIN_TIMEOUT_S:g} s. Check that it is the cluster's GCS port "
+            "(6379 by default, or ray://host:10001), or leave --ray-address out to start a "
+            "private Ray for the run.")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _init_now(ray: Any, kwargs: dict[str, Any], address: str | None) -> None:
     try:
         ray.init(**kwargs)
     except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:

@@ -104,3 +104,32 @@ def test_a_sigkilled_driver_leaves_no_ray_process_behind(tmp_path):
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+NOT_RAY = """
+import socket, sys, threading
+from mellea_local.batch import pipeline
+from mellea_local.errors import BatchOptionError
+pipeline.JOIN_TIMEOUT_S = 3.0
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(50)
+held = []
+threading.Thread(target=lambda: [held.append(server.accept()[0]) for _ in range(50)],
+                 daemon=True).start()
+address = f"127.0.0.1:{server.getsockname()[1]}"
+try:
+    with pipeline.ray_session(pipeline.RayOptions(address=address)):
+        pass
+except BatchOptionError as exc:
+    print("REFUSED", address in str(exc), "no Ray cluster answered" in str(exc))
+"""
+
+
+def test_a_port_that_is_no_ray_cluster_is_refused_within_the_deadline():
+    """A server that accepts connections and says nothing: Ray's client waited forever. Run in
+    a child process, which must also exit although Ray's connecting thread is abandoned."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", NOT_RAY], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert "REFUSED True True" in done.stdout, done.stdout + done.stderr[-2000:]
