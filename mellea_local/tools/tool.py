@@ -206,6 +206,11 @@ class MelleaTool(AbstractMelleaTool):
             raise ToolError(f"A tool wraps a callable, got {type(fn).__name__}.")
         tool_name = name or getattr(fn, "__name__", None) or ""
         _check_name(tool_name)
+        if description is not None and not isinstance(description, str):
+            raise ToolError(
+                f"Tool {tool_name!r}: description must be a str (what the model reads about "
+                f"the tool), got {type(description).__name__}; pass a sentence or leave it out."
+            )
         target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
         if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
             raise ToolError(

@@ -28,13 +28,22 @@ import pytest
 from adapter_folders import copy_adapter
 from bounded import run_bounded
 
-from mellea_local import ChatContext, MelleaTool, Message, ModelOption
+from mellea_local import (
+    ALoraRequirement,
+    ChatContext,
+    MelleaTool,
+    Message,
+    ModelOption,
+    Requirement,
+    ValidationResult,
+)
 from mellea_local.backends.adapter_registry import check_adapter_name
 from mellea_local.backends.kv_cache import PrefixCache
 from mellea_local.batch.local import dataset_lines, guard_paths, split_lines
 from mellea_local.batch.pipeline import RayOptions, probe_address
 from mellea_local.errors import MelleaLocalError
 from mellea_local.inputs import MAX_JSON_DEPTH, json_depth, loads_json
+from mellea_local.requirements import simple_validate
 from mellea_local.requirements.dataset import parse_line
 from mellea_local.session import MelleaSession, start_session
 
@@ -520,6 +529,68 @@ CASES["valid tool argument 1e300"] = Case(
     error=None, valid=lambda out: out == 5e299)
 
 
+# ----- requirement and tool constructors ----------------------------------------------------
+
+for label, call, words in [
+        ("Requirement(check_only='yes')", lambda: Requirement("x", check_only="yes"),
+         "check_only"),
+        ("Requirement(check_only=1)", lambda: Requirement("x", check_only=1), "check_only"),
+        ("Requirement(check_only=None)", lambda: Requirement("x", check_only=None),
+         "check_only"),
+        ("Requirement(5)", lambda: Requirement(5), "description"),
+        ("Requirement(b'x')", lambda: Requirement(b"x"), "description"),
+        ("Requirement(validation_fn=5)", lambda: Requirement("x", validation_fn=5),
+         "validation_fn"),
+        ("Requirement(output_to_bool='yes')", lambda: Requirement("x", output_to_bool="yes"),
+         "output_to_bool"),
+        ("ALoraRequirement(intrinsic_name=5)", lambda: ALoraRequirement("x", intrinsic_name=5),
+         "intrinsic_name"),
+        ("ALoraRequirement(intrinsic_name='')", lambda: ALoraRequirement("x", intrinsic_name=""),
+         "intrinsic_name"),
+        ("ALoraRequirement(intrinsic_name='  ')",
+         lambda: ALoraRequirement("x", intrinsic_name="  "), "intrinsic_name"),
+        ("ALoraRequirement('')", lambda: ALoraRequirement(""), "description"),
+        ("ALoraRequirement(None)", lambda: ALoraRequirement(None), "description"),
+        ("simple_validate(5)", lambda: simple_validate(5), "simple_validate"),
+        ("simple_validate('len')", lambda: simple_validate("len"), "simple_validate"),
+        ("simple_validate(None)", lambda: simple_validate(None), "simple_validate"),
+        ("ValidationResult(score=nan)", lambda: ValidationResult(True, score=math.nan), "score"),
+        ("ValidationResult(score=inf)", lambda: ValidationResult(True, score=math.inf), "score"),
+        ("ValidationResult(score='0.5')", lambda: ValidationResult(True, score="0.5"), "score"),
+        ("ValidationResult(score=True)", lambda: ValidationResult(True, score=True), "score"),
+        ("ValidationResult(score=[1])", lambda: ValidationResult(True, score=[1]), "score"),
+        ("ValidationResult(reason=5)", lambda: ValidationResult(True, reason=5), "reason"),
+        ("ValidationResult(reason=b'x')", lambda: ValidationResult(True, reason=b"x"),
+         "reason"),
+        ("tool description=5", lambda: MelleaTool.from_callable(_half, description=5),
+         "description"),
+        ("tool description=b'x'", lambda: MelleaTool.from_callable(_half, description=b"x"),
+         "description"),
+        ("tool name 'a/b'", lambda: MelleaTool.from_callable(_half, "a/b"), "a/b"),
+        ("tool name with NUL", lambda: MelleaTool.from_callable(_half, "a\x00b"), "name"),
+        ("tool name with ESC", lambda: MelleaTool.from_callable(_half, "a\x1bb"), "name"),
+        ("tool name of 10,000 characters", lambda: MelleaTool.from_callable(_half, "a" * 10_000),
+         "name"),
+        ("tool name with a space", lambda: MelleaTool.from_callable(_half, "my tool"), "name"),
+        ("tool name 5", lambda: MelleaTool.from_callable(_half, 5), "name")]:
+    CASES[f"constructor {label}"] = Case(lambda b, t, c=call: c(), words=(words,))
+for label, call, check in [
+        ("Requirement(check_only=True)", lambda: Requirement("x", check_only=True),
+         lambda r: r.check_only is True),
+        ("ALoraRequirement(intrinsic_name=None)", lambda: ALoraRequirement("x", None),
+         lambda r: r.intrinsic_name == "requirement-check"),
+        ("ValidationResult(score=0.3)", lambda: ValidationResult(False, score=0.3),
+         lambda r: r.score == 0.3 and not r.result),
+        ("ValidationResult(score=7, reason='ok')",
+         lambda: ValidationResult(True, score=7, reason="ok"), lambda r: r.reason == "ok"),
+        ("simple_validate(lambda)", lambda: simple_validate(lambda text: True), callable),
+        ("tool description=''", lambda: MelleaTool.from_callable(_half, description=""),
+         lambda r: r.name == "_half"),
+        ("tool name 'half-2'", lambda: MelleaTool.from_callable(_half, "half-2"),
+         lambda r: r.name == "half-2")]:
+    CASES[f"valid constructor {label}"] = Case(lambda b, t, c=call: c(), error=None, valid=check)
+
+
 # ----- the bounded JSON reader --------------------------------------------------------------
 
 for label, text in [("[ x 100,000", "[" * 100_000 + "]" * 100_000),
@@ -620,8 +691,8 @@ def test_hypothesis_runs_without_a_deadline():
 
 
 def test_the_surface_corpus_is_big_enough():
-    assert len(CASES) >= 220
-    assert sum(c.error is None for c in CASES.values()) >= 30  # valid controls
+    assert len(CASES) >= 280
+    assert sum(c.error is None for c in CASES.values()) >= 60  # valid controls
 
 
 def _mixed_dataset(tmp: Path) -> Path:
