@@ -150,7 +150,8 @@ def parquet_id(value: Any) -> Any:
             raise LineError(
                 f'"id" is binary that is not UTF-8 text ({bytes(value)[:20]!r}); store ids as '
                 "strings or numbers") from None
-    return value
+    # Timestamps, decimals and the like as their text (parse_object refuses a NaN inside).
+    return json.loads(json.dumps(value, default=str))
 
 
 def _add(pending: Pending, number: int, text: str, parse: Any) -> None:

@@ -138,7 +138,9 @@ def _check_record(row: str) -> dict[str, Any] | None:
         rec = loads_json(row, "the record")
     except json.JSONDecodeError:
         return None
-    if (isinstance(rec, dict) and isinstance(rec.get("line"), int)
+    line = rec.get("line") if isinstance(rec, dict) else None
+    # A bool is an int to Python: {"line": true} would mark line 1 as done.
+    if (isinstance(line, int) and not isinstance(line, bool) and line >= 1
             and isinstance(rec.get("scores"), list)):
         return rec
     return None

@@ -387,6 +387,15 @@ def run(
     """
     from mellea_local.launch import check_model_args
 
+    if options is not None and not isinstance(options, RayOptions):
+        raise BatchOptionError(
+            f"options must be a RayOptions, got {type(options).__name__}; pass e.g. "
+            "options=RayOptions(actors=2).")
+    for argument, value in (("input_path", input_path), ("output", output)):
+        if not isinstance(value, str | os.PathLike):
+            raise BatchOptionError(
+                f"{argument} must be a path (str or Path), got {type(value).__name__} "
+                f"({value!r:.60}); pass e.g. {argument}='data.jsonl'.")
     options = options or RayOptions()
     options.validate()
     require_ray()

@@ -61,6 +61,10 @@ def parse_object(line: int, obj: Any) -> CheckItem:
         thinking = m.get("reasoning_content")
         if thinking is not None and not isinstance(thinking, str):
             raise LineError(f'messages[{i}] has a non-string "reasoning_content"; use a string')
+        for field in ("content", "reasoning_content"):
+            if isinstance(m.get(field), str) and not _is_unicode(m[field]):
+                raise LineError(f"messages[{i}].{field} holds a lone surrogate (half of a "
+                                "UTF-16 pair), which no model can read; fix the text")
         turns.append((m["role"], m["content"], thinking))
     if turns[-1][0] != "assistant":
         raise LineError("the last message must be the assistant turn the requirements judge")
@@ -70,6 +74,10 @@ def parse_object(line: int, obj: Any) -> CheckItem:
     if (not isinstance(reqs, list) or not reqs
             or not all(isinstance(r, str) and r.strip() for r in reqs)):
         raise LineError('give "requirements" (a list of non-empty strings) or "requirement"')
+    for j, r in enumerate(reqs):
+        if not _is_unicode(r):
+            raise LineError(f"requirements[{j}] holds a lone surrogate (half of a UTF-16 pair); "
+                            "fix the text")
     labels = obj.get("label", obj.get("labels"))
     if labels is not None:
         if isinstance(labels, bool):
@@ -81,6 +89,14 @@ def parse_object(line: int, obj: Any) -> CheckItem:
                 "per requirement"
             )
     return CheckItem(line, turns, list(reqs), labels, _check_id(obj.get("id")))
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_id(value: Any) -> Any:

@@ -379,6 +379,74 @@ for label, ids, want, errors in [
         and all("id" in reason for _, reason in p.errors))
 
 
+def _parquet_typed(tmp: Path, array: Any) -> Any:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from mellea_local.batch.io import read_pending
+
+    table = pa.table({"id": array(pa), "messages": [CONV], "requirement": ["Be kind."]})
+    pq.write_table(table, tmp / "data.parquet")
+    return read_pending(tmp / "data.parquet", set())
+
+
+for label, array, want in [
+        ("timestamp", lambda pa: pa.array([0], pa.timestamp("s")), ["1970-01-01 00:00:00"]),
+        ("decimal", lambda pa: pa.array([1], pa.decimal128(5, 2)), ["1.00"]),
+        ("struct", lambda pa: pa.array([{"a": 1}]), [{"a": 1}])]:
+    CASES[f"valid Parquet id {label}"] = Case(
+        lambda b, t, a=array: _parquet_typed(t, a), error=None,
+        valid=lambda p, w=want: _ids_json(p) == w and not p.errors)
+for label, array in [("struct holding NaN", lambda pa: pa.array([{"a": float("nan")}])),
+                     ("list holding NaN", lambda pa: pa.array([[1.0, float("nan")]]))]:
+    CASES[f"valid Parquet id {label} (the row refused)"] = Case(
+        lambda b, t, a=array: _parquet_typed(t, a), error=None,
+        valid=lambda p: not p.rows and "id" in p.errors[0][1])
+
+
+def _resume_from(tmp: Path, text: str) -> Any:
+    from mellea_local.batch.local import read_done
+
+    (tmp / "out.jsonl").write_text(text)
+    return read_done(tmp / "out.jsonl")
+
+
+for label, text in [("line true", '{"line": true, "scores": []}\n'),
+                    ("line -5", '{"line": -5, "scores": []}\n'),
+                    ("line 0", '{"line": 0, "scores": []}\n'),
+                    ("line 1.0", '{"line": 1.0, "scores": []}\n'),
+                    ("line deep", '{"line": 1, "scores": [], "x": ' + "[" * 100_000
+                     + "]" * 100_000 + "}\n")]:
+    CASES[f"check -o holding a record with {label}"] = Case(
+        lambda b, t, x=text: _resume_from(t, x), words=("not a check record",))
+CASES["valid check -o with a U+2028 in a record"] = Case(
+    lambda b, t: _resume_from(t, '{"line": 2, "scores": [], "id": "a\u2028b"}\n'),
+    error=None, valid=lambda done: done == {2})
+for label, text in [("content", '{"messages": [{"role": "assistant", "content": "\\ud800"}], '
+                                '"requirement": "r"}'),
+                    ("reasoning", '{"messages": [{"role": "assistant", "content": "x", '
+                                  '"reasoning_content": "\\udfff"}], "requirement": "r"}'),
+                    ("requirement", '{"messages": [{"role": "assistant", "content": "x"}], '
+                                    '"requirements": ["ok", "\\udc00"]}')]:
+    CASES[f"dataset line lone surrogate in {label}"] = Case(
+        lambda b, t, x=text: parse_line(1, x), words=("lone surrogate",))
+
+
+def _ray_run(**kwargs: Any) -> Callable[[Any, Path], Any]:
+    def go(b: Any, tmp: Path) -> Any:
+        pytest.importorskip("ray")
+        from mellea_local.batch import run
+
+        args = {"input_path": _file(tmp, _line() + "\n"), "output": tmp / "o.jsonl", **kwargs}
+        return run(args.pop("input_path"), args.pop("output"), **args)
+    return go
+
+
+for kwargs, words in [({"input_path": 5}, "input_path"), ({"output": None}, "output"),
+                      ({"options": "x"}, "RayOptions"), ({"options": {"actors": 2}}, "RayOptions"),
+                      ({"output": b"o.jsonl"}, "output")]:
+    CASES[f"batch.run({kwargs!r})"] = Case(_ray_run(**kwargs), words=(words,))
+
+
 # ----- Ray options --------------------------------------------------------------------------
 
 for kwargs, words in [
