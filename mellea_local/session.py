@@ -96,6 +96,18 @@ def _fill(text: str, user_variables: dict[str, Any] | None) -> str:
             "literal braces as {{ '{{' }} or drop user_variables.") from None
 
 
+def _check_call(strategy: Any, **flags: Any) -> None:
+    """A strategy that is a strategy and flags that are bools: ``"no"`` is truthy, so
+    ``return_sampling_results="no"`` returned the whole SamplingResult."""
+    if strategy is not None and not isinstance(strategy, BaseSamplingStrategy):
+        raise InputTypeError(
+            f"strategy must be a sampling strategy (e.g. RejectionSamplingStrategy("
+            f"loop_budget=3)) or None, got {type(strategy).__name__} ({strategy!r:.60}).")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InputTypeError(f"{name} must be True or False, got {value!r:.60}; pass a bool.")
+
+
 def _requirements(value: Any) -> list[Any] | None:
     """``requirements=`` as a list: a single str is refused as ``arequirement_checks`` refuses
     it (iterating it made one requirement per character), the peer's type being a list."""
@@ -205,6 +217,8 @@ class MelleaSession:
         # A SimpleContext shows the model nothing before the action, exactly like a fresh
         # ChatContext; running on the latter lets the checks see the exchange they judge.
         requirements = _requirements(requirements)
+        _check_call(strategy, tool_calls=tool_calls,
+                    return_sampling_results=return_sampling_results)
         fresh = not isinstance(self.ctx, ChatContext)
         run_ctx: Context = ChatContext() if fresh else self.ctx
         if tool_calls:
@@ -259,6 +273,8 @@ class MelleaSession:
         _refuse(images=images, icl_examples=icl_examples, grounding_context=grounding_context,
                 prefix=prefix, output_prefix=output_prefix)
         requirements = _requirements(requirements)
+        _check_call(strategy, tool_calls=tool_calls,
+                    return_sampling_results=return_sampling_results)
         base = strategy.requirements if strategy is not None else []
         reqs = combine_requirements(base, requirements)
         instruction = Instruction(_fill(description, user_variables), reqs)

@@ -524,6 +524,25 @@ for label, call, words in [
             "{{grreting}}", user_variables={"greeting": "hi"}, model_options=SHORT),
          ("grreting",))]:
     CASES[f"session {label}"] = Case(call, words=words)
+for label, call, words in [
+        ("instruct(strategy='x')", lambda b, t: _session(b).instruct(
+            "hi", strategy="x", model_options=SHORT), "strategy"),
+        ("instruct(strategy=5)", lambda b, t: _session(b).instruct(
+            "hi", strategy=5, model_options=SHORT), "strategy"),
+        ("act(strategy=[])", lambda b, t: _session(b).act(
+            Message("user", "hi"), strategy=[], model_options=SHORT), "strategy"),
+        ("instruct(tool_calls='yes')", lambda b, t: _session(b).instruct(
+            "hi", tool_calls="yes", model_options=SHORT), "tool_calls"),
+        ("instruct(return_sampling_results='no')", lambda b, t: _session(b).instruct(
+            "hi", return_sampling_results="no", model_options=SHORT),
+         "return_sampling_results"),
+        ("act(return_sampling_results=1)", lambda b, t: _session(b).act(
+            Message("user", "hi"), return_sampling_results=1, model_options=SHORT),
+         "return_sampling_results"),
+        ("sandbox escape in a template", lambda b, t: _session(b).chat(
+            "{{ ''.__class__.__mro__[1].__subclasses__() }}", user_variables={"a": 1},
+            model_options=SHORT), "template")]:
+    CASES[f"session {label}"] = Case(call, words=(words,))
 CASES["valid session instruct with a list"] = Case(
     lambda b, t: _session(b).instruct("Say {{w}}.", user_variables={"w": "hi"},
                                       requirements=["Be short."], strategy=None,
