@@ -11,7 +11,11 @@ description ran, or failed deep inside with a raw ``TypeError``.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import numbers
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -128,3 +132,104 @@ def check_format(value: Any, tool_calls: bool) -> bool:
     if tool_calls:
         logger.warning("format= constrains the output to JSON; tool calling is turned off")
     return False
+
+
+MAX_JSON_DEPTH = 200
+"""Deepest nesting of arrays and objects accepted in JSON we read from users' files (dataset
+lines, adapter configs). Real data nests a few levels; Python's parser gives up near the
+interpreter's recursion limit (~1,000) with a ``RecursionError`` that names nothing, and
+anything nested close to that fails again later when it is written back out."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON ``text`` (strings skipped), without
+    recursion: a line nested 100,000 deep is measured, not a crash."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def loads_json(text: str | bytes, what: str) -> Any:
+    """``json.loads(text)``, refusing JSON nested deeper than ``MAX_JSON_DEPTH``.
+
+    Raises ``json.JSONDecodeError`` for text that is not JSON and for nesting too deep (a
+    ``JSONDecodeError`` whose message names ``what`` and the limit), never ``RecursionError``:
+    callers already turn a decode error into their own typed error for one line or one file.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise json.JSONDecodeError(
+            f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0)
+    try:
+        return json.loads(text)
+    except RecursionError:  # a depth json_depth miscounted (unbalanced text): still refused
+        raise json.JSONDecodeError(
+            f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0) from None
+
+
+MAX_NAME_LENGTH = 128
+"""Longest adapter name: names key PEFT's module dicts, log lines and server requests."""
+
+
+def check_name(value: Any, what: str) -> str:
+    """``value`` if it is usable as a name: a non-empty str of at most ``MAX_NAME_LENGTH``
+    printable characters without a path separator or surrounding spaces.
+
+    A name with ``/`` or ``\\`` reads as a path wherever it is written (a file per adapter, a
+    URL); NUL and other control or format characters (bidi marks) hide what a log says.
+    """
+    if not isinstance(value, str):
+        raise InputTypeError(
+            f"{what} must be a str, got {type(value).__name__} ({_short(value)}); pass e.g. "
+            "'requirement-check_alora'.")
+    problem = None
+    if not value.strip():
+        problem = "is empty or blank"
+    elif len(value) > MAX_NAME_LENGTH:
+        problem = f"has {len(value):,} characters (at most {MAX_NAME_LENGTH})"
+    elif value != value.strip():
+        problem = "has surrounding spaces"
+    elif "/" in value or "\\" in value:
+        problem = "holds a path separator"
+    elif any(not ch.isprintable() for ch in value):
+        bad = next(ch for ch in value if not ch.isprintable())
+        problem = f"holds the non-printable character {bad!r}"
+    if problem is not None:
+        raise InvalidInputError(
+            f"{what} {_short(value)} {problem}; use a short name of letters, digits, '-' and "
+            "'_', such as 'requirement-check_alora'.")
+    return value
+
+
+def check_int(value: Any, argument: str, *, minimum: int, fix: str) -> int:
+    """``value`` if it is an int (never a bool) of at least ``minimum``; else a typed error
+    naming ``argument`` and saying ``fix``. ``1.5`` used to be stored and fail far away."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(
+            f"{argument} must be an int, got {type(value).__name__} ({_short(value)}); {fix}.")
+    if value < minimum:
+        raise InvalidInputError(f"{argument} is {value}, below {minimum}; {fix}.")
+    return int(value)
+
+
+def check_number(value: Any, argument: str, *, minimum: float, fix: str,
+                 inclusive: bool = True) -> float:
+    """``value`` if it is a finite real (never a bool) >= ``minimum`` (> when not
+    ``inclusive``); else a typed error naming ``argument`` and saying ``fix``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(
+            f"{argument} must be a number, got {type(value).__name__} ({_short(value)}); {fix}.")
+    below = value < minimum if inclusive else value <= minimum
+    if not math.isfinite(value) or below:
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise InvalidInputError(f"{argument} is {value!r}; it must be finite and {bound}; {fix}.")
+    return float(value)

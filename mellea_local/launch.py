@@ -119,9 +119,11 @@ def add_cli_adapter(backend: Any, adapter: str) -> str:
 
 
 def read_utf8(path: Path, what: str, error: type[Exception] = InvalidInputError) -> str:
-    """The text of ``path``; a file that is not UTF-8 is an ``error`` naming it and the byte."""
+    """The text of ``path`` with its line ends as written (``read_text`` would turn a lone
+    ``"\\r"``, whitespace inside a JSON line, into a line break); a file that is not UTF-8 is
+    an ``error`` naming it and the byte."""
     try:
-        return path.read_text("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(
             f"{what} {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "

@@ -93,7 +93,11 @@ _RULES: dict[str, _Rule] = {
     "top_k": ("int", lambda v: v >= 0, "an int >= 0 (0 is off)"),
     "num_beams": ("int", lambda v: v >= 1, "an int >= 1"),
     "num_beam_groups": ("int", lambda v: v >= 1, "an int >= 1"),
-    "num_return_sequences": ("int", lambda v: v >= 1, "an int >= 1"),
+    # A call returns one answer: more sequences would be computed and dropped (and greedy
+    # decoding makes transformers refuse them with its own message).
+    "num_return_sequences": ("int", lambda v: v == 1,
+                             "1 (a call returns one answer; make several calls with "
+                             "temperature > 0 for several answers)"),
     "no_repeat_ngram_size": ("int", lambda v: v >= 0, "an int >= 0"),
     "min_new_tokens": ("int", lambda v: 0 <= v <= MAX_NEW_TOKENS_LIMIT,
                        f"an int in [0, {MAX_NEW_TOKENS_LIMIT:,}]"),
@@ -135,9 +139,15 @@ def check_option(key: object, value: Any) -> None:
             f"{key!r} ({type(key).__name__})."
         )
     name = _ALIASES.get(key, key)
+    label = option_label(name) if name == key else f"{key!r} ({option_label(name)})"
+    if value is None and name == ModelOption.MAX_NEW_TOKENS:
+        # None would replace the backend's default and reach int(); say what to do instead.
+        raise ModelOptionTypeError(
+            f"Model option {label} is None; give an int in [1, {MAX_NEW_TOKENS_LIMIT:,}], or "
+            "leave the option out to use the backend's default.", name,
+        )
     if value is None:
         return
-    label = option_label(name) if name == key else f"{key!r} ({option_label(name)})"
     if name == ModelOption.STOP_SEQUENCES:
         _check_stop(label, name, value)
         return
@@ -152,6 +162,9 @@ def check_option(key: object, value: Any) -> None:
             f"Model option {label} is a {type(value).__name__}; give the system prompt as a str.",
             name,
         )
+    if name in TOKEN_ID_OPTIONS:
+        _check_token_shape(label, name, value)
+        return
     rule = _RULES.get(name)
     if rule is None:
         return
@@ -164,6 +177,70 @@ def check_option(key: object, value: Any) -> None:
     if (kind == "number" and not math.isfinite(value)) or not allowed(value):
         raise ModelOptionError(f"Model option {label} is {_short(value)}; it must be {words}.",
                                name)
+
+
+# generate() options that hold token ids, and the shape each takes: "id" (one id), "ids" (a
+# list of ids), "id|ids" (either), "seqs" (a list of non-empty lists of ids). transformers
+# silently ignores an id beyond the vocabulary in some (suppress_tokens) and fails with its
+# own message on a wrong shape in others (bad_words_ids="x").
+TOKEN_ID_OPTIONS: dict[str, str] = {
+    "suppress_tokens": "ids", "begin_suppress_tokens": "ids",
+    "forced_eos_token_id": "id|ids", "eos_token_id": "id|ids", "forced_bos_token_id": "id",
+    "pad_token_id": "id", "bos_token_id": "id", "decoder_start_token_id": "id",
+    "bad_words_ids": "seqs", "force_words_ids": "seqs",
+}
+_TOKEN_SHAPE_WORDS = {
+    "id": "a token id (an int >= 0)", "ids": "a list of token ids (ints >= 0)",
+    "id|ids": "a token id or a list of token ids (ints >= 0)",
+    "seqs": "a list of non-empty lists of token ids, e.g. [[42], [7, 9]] "
+            "(build them with tokenizer.encode(word, add_special_tokens=False))",
+}
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+
+
+def _is_ids(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(_is_id(v) for v in value)
+
+
+def _token_ids(shape: str, value: Any) -> list[int] | None:
+    """Every id in ``value`` if it has ``shape``, else None."""
+    if shape in ("id", "id|ids") and _is_id(value):
+        return [int(value)]
+    if shape in ("ids", "id|ids") and _is_ids(value):
+        return [int(v) for v in value]
+    if (shape == "seqs" and isinstance(value, (list, tuple)) and value
+            and all(_is_ids(s) and len(s) > 0 for s in value)):
+        return [int(v) for s in value for v in s]
+    return None
+
+
+def _check_token_shape(label: str, name: str, value: Any) -> None:
+    if _token_ids(TOKEN_ID_OPTIONS[name], value) is None:
+        raise ModelOptionTypeError(
+            f"Model option {label} is {_short(value)} ({type(value).__name__}); it must be "
+            f"{_TOKEN_SHAPE_WORDS[TOKEN_ID_OPTIONS[name]]}.", name,
+        )
+
+
+def check_token_options(gen_kwargs: Mapping[str, Any], vocab_size: int) -> None:
+    """Refuse a token id beyond the vocabulary in a ``generate()`` option (after
+    ``check_options`` checked the shapes): suppressing or forcing a token that does not exist
+    is a typo or another model's id, and transformers ignores it or fails deep inside."""
+    for name, shape in TOKEN_ID_OPTIONS.items():
+        value = gen_kwargs.get(name)
+        if value is None:
+            continue
+        ids = _token_ids(shape, value) or []
+        outside = sorted({i for i in ids if i >= vocab_size})
+        if outside:
+            raise ModelOptionError(
+                f"Model option {name!r} holds token id(s) {outside[:5]} outside this model's "
+                f"vocabulary of {vocab_size} tokens (ids 0..{vocab_size - 1}); use ids from "
+                "this model's tokenizer, e.g. tokenizer.convert_tokens_to_ids(token).", name,
+            )
 
 
 def _check_stop(label: str, name: str, value: Any) -> None:

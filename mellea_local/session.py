@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from jinja2 import StrictUndefined, TemplateError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
 from mellea_local.core.backend import REQUIREMENT_CHECK, Backend
@@ -28,9 +29,11 @@ from mellea_local.core.sync import run_sync
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import (
     AdapterNotFoundError,
+    InputTypeError,
     InvalidInputError,
     UnsupportedInputError,
 )
+from mellea_local.inputs import check_backend, check_context, requirement_list
 from mellea_local.messages import Message
 from mellea_local.model_ids import ModelIdentifier
 from mellea_local.requirements import Requirement, ValidationResult, avalidate
@@ -53,7 +56,9 @@ T = TypeVar("T")
 EMBEDDED_MODEL_ID = "mellea-tiny-chat"
 _HF_NAMES = frozenset({"hf", "huggingface", "transformers"})
 _EMBEDDED_NAMES = frozenset({None, "embedded", EMBEDDED_MODEL_ID})
-_TEMPLATES = SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
+# StrictUndefined: a misspelt {{variable}} is an error naming it, not silently empty text.
+_TEMPLATES = SandboxedEnvironment(autoescape=False, keep_trailing_newline=True,
+                                  undefined=StrictUndefined)
 
 
 def _run(coro: Coroutine[Any, Any, T], twin: str) -> T:
@@ -66,7 +71,48 @@ def _fill(text: str, user_variables: dict[str, Any] | None) -> str:
     """``{{name}}`` placeholders filled from ``user_variables`` (a sandboxed Jinja render)."""
     if not user_variables:
         return text
-    return _TEMPLATES.from_string(text).render(**user_variables)
+    if not isinstance(user_variables, dict) or not all(isinstance(k, str)
+                                                       for k in user_variables):
+        raise InputTypeError(
+            f"user_variables must be a dict of str names to values, got "
+            f"{type(user_variables).__name__}; pass e.g. user_variables={{'city': 'Paris'}}.")
+    try:
+        return _TEMPLATES.from_string(text).render(**user_variables)
+    except UndefinedError as exc:
+        raise InvalidInputError(
+            f"The text {text[:60]!r} uses a variable user_variables does not give ({exc.message}"
+            f"); given: {sorted(user_variables)}. Fix the {{{{name}}}} or add the variable."
+        ) from None
+    except TemplateError as exc:
+        raise InvalidInputError(
+            f"The text {text[:60]!r} is not a valid {{{{variable}}}} template ({exc}); escape "
+            "literal braces as {{ '{{' }} or drop user_variables.") from None
+
+
+def _check_call(strategy: Any, **flags: Any) -> None:
+    """A strategy that is a strategy and flags that are bools: ``"no"`` is truthy, so
+    ``return_sampling_results="no"`` returned the whole SamplingResult."""
+    if strategy is not None and not isinstance(strategy, BaseSamplingStrategy):
+        raise InputTypeError(
+            f"strategy must be a sampling strategy (e.g. RejectionSamplingStrategy("
+            f"loop_budget=3)) or None, got {type(strategy).__name__} ({strategy!r:.60}).")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InputTypeError(f"{name} must be True or False, got {value!r:.60}; pass a bool.")
+
+
+def _requirements(value: Any) -> list[Any] | None:
+    """``requirements=`` as a list: a single str is refused as ``arequirement_checks`` refuses
+    it (iterating it made one requirement per character), the peer's type being a list."""
+    if value is None:
+        return None
+    items = requirement_list(value, "requirements", single_ok=False)
+    for i, item in enumerate(items):
+        if not isinstance(item, str | Requirement):
+            raise InputTypeError(
+                f"requirements[{i}] is {type(item).__name__} ({repr(item)[:60]}); give a "
+                "description (str) or a Requirement, e.g. requirements=['Be brief.'].")
+    return items
 
 
 def _refuse(**unsupported: Any) -> None:
@@ -87,7 +133,14 @@ class MelleaSession:
     """
 
     def __init__(self, backend: Backend, ctx: Context | None = None) -> None:
+        # None, text, numbers and containers are never a backend; other objects are taken as
+        # they are (the peer accepts any object here, and its tests pass bare mocks).
+        if backend is None or isinstance(backend, str | bytes | int | float | list | tuple
+                                         | dict | set):
+            check_backend(backend, "MelleaSession backend")  # raises, naming the fix
         self.backend = backend
+        if ctx is not None:
+            check_context(ctx, "MelleaSession ctx")
         self.ctx: Context = self._bind(ctx if ctx is not None else SimpleContext())
         self.id = str(uuid.uuid4())
         self._last_view: list[Span] | None = None
@@ -161,6 +214,9 @@ class MelleaSession:
         """
         # A SimpleContext shows the model nothing before the action, exactly like a fresh
         # ChatContext; running on the latter lets the checks see the exchange they judge.
+        requirements = _requirements(requirements)
+        _check_call(strategy, tool_calls=tool_calls,
+                    return_sampling_results=return_sampling_results)
         fresh = not isinstance(self.ctx, ChatContext)
         run_ctx: Context = ChatContext() if fresh else self.ctx
         if tool_calls:
@@ -214,6 +270,9 @@ class MelleaSession:
         until ``requirements`` hold; the default strategy is rejection sampling, budget 2."""
         _refuse(images=images, icl_examples=icl_examples, grounding_context=grounding_context,
                 prefix=prefix, output_prefix=output_prefix)
+        requirements = _requirements(requirements)
+        _check_call(strategy, tool_calls=tool_calls,
+                    return_sampling_results=return_sampling_results)
         base = strategy.requirements if strategy is not None else []
         reqs = combine_requirements(base, requirements)
         instruction = Instruction(_fill(description, user_variables), reqs)
@@ -291,6 +350,8 @@ class MelleaSession:
 
 def _resolve_context(ctx: Context | None, context_type: str | None) -> Context:
     """``ctx`` as given, else a new context of ``context_type`` (``"simple"`` by default)."""
+    if ctx is not None:
+        check_context(ctx, "ctx")
     if ctx is not None and context_type is not None:
         raise InvalidInputError("Cannot specify both ctx and context_type; pass one of them.")
     if ctx is not None:

@@ -27,6 +27,7 @@ from mellea_local.adapters.catalog import (
 )
 from mellea_local.adapters.io_config import IOConfig
 from mellea_local.errors import AdapterError, AdapterNotFoundError
+from mellea_local.inputs import loads_json
 
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -141,8 +142,20 @@ def read_adapter_folder(
     ``adapter_config.json`` that disagrees (an ``alora/`` folder without invocation tokens)
     is refused rather than loaded as the other kind.
     """
-    folder = Path(path).expanduser().resolve()
-    if not folder.is_dir():
+    try:
+        folder = Path(path).expanduser().resolve()
+        is_dir = folder.is_dir()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before Python 3.13
+        raise AdapterError(
+            f"Adapter folder {os.fspath(path)!r} cannot be opened ({exc}); a symlink loop or "
+            "an unreadable path. Point it at a real folder holding the adapter's files."
+        ) from None
+    if expected_kind is None and folder.name in ADAPTER_KINDS:
+        # Its place claims a kind (``<intrinsic>/<base>/alora``), whoever names the folder:
+        # an alora/ folder without invocation tokens would load as a LoRA that adapts every
+        # token, the failure the peer shipped twice.
+        expected_kind = folder.name
+    if not is_dir:
         raise AdapterNotFoundError(
             f"Adapter folder {folder} does not exist. Pass a folder holding "
             f"{ADAPTER_CONFIG_FILE}, {WEIGHTS_FILE} and {IO_CONFIG_FILE}, or an intrinsic name "
@@ -168,7 +181,8 @@ def read_adapter_folder(
             f"{folder} sits in a '{expected_kind}' folder but its {ADAPTER_CONFIG_FILE} "
             f"describes a {kind.value} adapter ("
             + ("it declares" if tokens else "no")
-            + " alora_invocation_tokens). Move it to the matching folder or fix the config."
+            + " alora_invocation_tokens). Move it to the matching folder, or fix the config"
+            + ("." if tokens else ": add the invocation's token ids as alora_invocation_tokens.")
         )
     base = config.get("base_model_name_or_path")
     if base is not None and not isinstance(base, str):
@@ -364,7 +378,7 @@ def _describe_roots(intrinsic: str, roots: list[Path]) -> str:
 
 def _read_adapter_config(path: Path) -> dict[str, Any]:
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = loads_json(path.read_bytes(), "the adapter config")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise AdapterError(
             f"{path} cannot be read as JSON ({exc}); fix the file or save the adapter again "

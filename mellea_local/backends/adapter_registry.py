@@ -19,6 +19,7 @@ from mellea_local.adapters import (
 )
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.errors import AdapterError, AdapterNotFoundError
+from mellea_local.inputs import check_name
 
 __all__ = [
     "Adapter",
@@ -273,7 +274,8 @@ def check_adapter_name(name: Any) -> str | None:
     """A name PEFT can key module dicts by: a non-empty string without '.' (or None)."""
     if name is None:
         return None
-    if not isinstance(name, str) or not name.strip() or "." in name or name != name.strip():
+    check_name(name, "Adapter name")  # type, length, separators, control characters
+    if "." in name:
         raise AdapterError(
             f"Adapter name {name!r} is not usable: pass a non-empty string without dots or "
             "surrounding spaces, such as 'requirement-check_alora', or leave name= out."
@@ -303,6 +305,7 @@ class LoadedAdapters:
         return None
 
     def refuse_clash(self, name: str, source: Any, resolved: ResolvedAdapter) -> None:
+        check_adapter_name(name)  # a name derived from a folder's name is checked too
         held = self.adapters.get(name)
         if held is None:
             return
@@ -313,6 +316,13 @@ class LoadedAdapters:
             f"{why}. Pass name='...' to load it beside the other, or call "
             f"unload_adapter({name!r}) first to replace it."
         )
+
+    def note_loaded_again(self, adapter: Adapter, source: Any) -> Adapter:
+        """Adding an adapter that is already loaded is a no-op that says so (a warning), so a
+        second ``add_adapter("requirement-check")`` neither loads a copy nor passes unseen."""
+        logger.warning("add_adapter(%r): %s is already loaded as %r; nothing was done",
+                       source, adapter.path, adapter.name)
+        return adapter
 
     def add(self, adapter: Adapter, resolved: ResolvedAdapter) -> Adapter:
         self.adapters[adapter.name] = adapter

@@ -88,6 +88,7 @@ from mellea_local.backends.cache_compat import (
 )
 from mellea_local.backends.growable_layer import MIN_SPARE_TOKENS, GrowableLayer
 from mellea_local.errors import InvalidInputError, KVCacheError
+from mellea_local.inputs import check_int
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "CacheEntry", "PrefixCache", "TokenIds"]
 
@@ -200,6 +201,8 @@ class PrefixCache:
 
     def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
         """``token_budget``: most tokens held over all entries; 0 disables the cache."""
+        check_int(token_budget, "PrefixCache token_budget", minimum=0,
+                  fix="pass a whole number of tokens, or 0 to disable the prefix cache")
         if token_budget < 0:
             raise InvalidInputError(
                 f"token_budget must be >= 0, got {token_budget}; use 0 to disable the prefix cache."

@@ -9,6 +9,7 @@ local engine writes. ``ray.data.llm`` is not used: it drives vLLM, which has no 
 - ``run(input, output, ...)``: the pipeline (``pipeline``), with ``RayOptions`` for the pool.
 - ``io``: reading and validating the input (JSONL or Parquet) in the driver.
 - ``actor``: ``CheckActor``, one backend per actor.
+- ``watchdog``: ends a private Ray with its driver, even a SIGKILLed one.
 - ``local``: the in-process engine (``--engine local``) and the per-line code both share.
 
 ``mellea-local bench --engine ray`` runs its accuracy section on the same pool

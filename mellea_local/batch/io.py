@@ -22,6 +22,7 @@ Rows carry the line's JSON text, not the parsed item: the actor re-parses it wit
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,9 +122,36 @@ def _parquet(path: Path, done: set[int]) -> Pending:
                 continue
             # A null cell is an absent field (Parquet has no "missing"), as in a JSONL line.
             obj = {k: v for k, v in raw.items() if v is not None}
-            text = json.dumps(obj, default=str)
+            try:
+                if "id" in obj:
+                    obj["id"] = parquet_id(obj["id"])
+            except LineError as exc:
+                pending.errors.append((number, failure_reason(exc)))
+                continue
+            text = json.dumps(obj, default=str)  # parse_object refuses an id JSON cannot hold
             _add(pending, number, text, lambda n=number, o=obj: parse_object(n, o))
     return pending
+
+
+def parquet_id(value: Any) -> Any:
+    """A Parquet ``id`` cell as the JSON value a record carries.
+
+    NaN is how pandas writes a missing number, so it is a missing id (null), as a null cell
+    is; it used to be written as a bare ``NaN``, which no JSON reader accepts. A binary id is
+    its UTF-8 text (it was written as its Python repr, ``"b'x'"``); binary that is not UTF-8
+    is refused with the line.
+    """
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise LineError(
+                f'"id" is binary that is not UTF-8 text ({bytes(value)[:20]!r}); store ids as '
+                "strings or numbers") from None
+    # Timestamps, decimals and the like as their text (parse_object refuses a NaN inside).
+    return json.loads(json.dumps(value, default=str))
 
 
 def _add(pending: Pending, number: int, text: str, parse: Any) -> None:
@@ -160,7 +188,8 @@ def write_parquet(journal: Path, output: Path) -> None:
 
     from mellea_local.batch.local import _records
 
-    records = sorted(_records(journal.read_text("utf-8")), key=lambda r: r["line"])
+    text = journal.read_bytes().decode("utf-8", errors="replace")
+    records = sorted(_records(text), key=lambda r: r["line"])
     keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct", "input_hash"]
     rows = [{k: r.get(k) for k in keys} for r in records]
     try:

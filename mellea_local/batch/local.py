@@ -53,6 +53,7 @@ from rich.text import Text
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import CheckFileError, LineError
+from mellea_local.inputs import loads_json
 from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
 from mellea_local.messages import Message
 from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
@@ -79,13 +80,14 @@ class CheckSummary:
 
 
 def guard_paths(input_path: Path, output: Path) -> None:
-    """Refuse an output that is the input (appending results would corrupt the dataset) or that
-    is not a regular file (a folder, a FIFO that would block the run)."""
+    """Refuse an output that is the input (appending results would corrupt the dataset) or
+    that is not a regular file: reading a FIFO to resume from it blocks until some other
+    process writes, and a directory or device cannot hold records."""
     if output.exists() and not output.is_file():
-        kind = "a folder" if output.is_dir() else "not a regular file"
+        kind = "a directory" if output.is_dir() else "not a regular file (a FIFO, socket or device)"
         raise CheckFileError(
-            f"-o {str(output)!r} is {kind}; pass -o a file path for the JSONL results, e.g. "
-            f"{str(output / 'results.jsonl') if output.is_dir() else 'results.jsonl'!r}.")
+            f"The output {str(output)!r} is {kind}; -o must name a regular file (new, or the "
+            "output of an earlier check run). Pass e.g. -o results.jsonl.")
     same = (output.exists() and input_path.exists() and os.path.samefile(input_path, output)) \
         or output.resolve() == input_path.resolve()
     if same:
@@ -153,10 +155,12 @@ def jsonl_lines(text: str) -> list[str]:
 def _check_record(row: str) -> dict[str, Any] | None:
     """``row`` parsed when it is one complete check output record, else None."""
     try:
-        rec = json.loads(row)
+        rec = loads_json(row, "the record")
     except json.JSONDecodeError:
         return None
-    if (isinstance(rec, dict) and isinstance(rec.get("line"), int)
+    line = rec.get("line") if isinstance(rec, dict) else None
+    # A bool is an int to Python: {"line": true} would mark line 1 as done.
+    if (isinstance(line, int) and not isinstance(line, bool) and line >= 1
             and isinstance(rec.get("scores"), list)):
         return rec
     return None
@@ -173,7 +177,7 @@ def tally(output: Path, summary: CheckSummary) -> None:
     """Count labelled verdicts and matches over the whole output (earlier runs included)."""
     if not output.exists():
         return
-    for rec in _records(output.read_text("utf-8")):
+    for rec in _records(output.read_bytes().decode("utf-8", errors="replace")):
         correct = rec.get("correct")
         if isinstance(correct, list):
             summary.labelled += len(correct)
@@ -258,7 +262,10 @@ def dataset_lines(input_path: Path) -> list[str]:
             "JSONL. Add --engine ray (it reads Parquet; needs pip install "
             "'mellea-local[ray]'), or convert the file to JSONL (one JSON object per line).")
     lines = jsonl_lines(read_utf8(input_path, "The input dataset", CheckFileError))
-    if any(t.strip() for t in lines) and not any(_is_json(t) for t in lines if t.strip()):
+    filled = [t for t in lines if t.strip()]
+    # One bad line is that line's error (reported by number, like any other); only a file of
+    # several lines none of which is JSON is the wrong kind of file.
+    if len(filled) > 1 and not any(_is_json(t) for t in filled):
         raise CheckFileError(
             f"The input dataset {str(input_path)!r} is not JSONL: no line of it is a JSON "
             "value. Pass one JSON object per line (see `mellea-local check --help`).")
@@ -278,7 +285,7 @@ def _looks_parquet(path: Path) -> bool:
 
 def _is_json(text: str) -> bool:
     try:
-        json.loads(text)
+        loads_json(text, "the line")
     except json.JSONDecodeError:
         return False
     return True

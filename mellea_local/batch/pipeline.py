@@ -39,6 +39,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
+import socket
+import stat
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +52,7 @@ from typing import Any
 
 from rich.console import Console
 
+import mellea_local.batch.watchdog as watchdog
 from mellea_local.batch.actor import BackendSpec, CheckActor
 from mellea_local.batch.io import (
     Pending,
@@ -92,23 +97,41 @@ class RayOptions:
     max_restarts: int = 8
     max_task_retries: int = 8
 
+    def __post_init__(self) -> None:
+        self.validate()  # at construction: RayOptions(actors=True) fails here, naming it
+
     def validate(self) -> None:
+        """Types and ranges of every field; ``BatchOptionError`` naming the flag and the fix."""
+        def whole(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def real(v: Any) -> bool:
+            return (isinstance(v, int | float) and not isinstance(v, bool)
+                    and math.isfinite(v))
+
         checks = [
-            (isinstance(self.actors, int) and self.actors >= 1,
-             f"--actors {self.actors}: pass at least 1 actor."),
-            (isinstance(self.batch_size, int) and self.batch_size >= 1,
-             f"--batch-size {self.batch_size}: pass at least 1 line per batch."),
-            (self.gpus_per_actor >= 0 and math.isfinite(self.gpus_per_actor),
-             f"--gpus-per-actor {self.gpus_per_actor}: pass 0 (CPU actors), a fraction such "
+            (whole(self.actors) and self.actors >= 1,
+             f"--actors {self.actors!r}: pass a whole number of actors, at least 1."),
+            (whole(self.batch_size) and self.batch_size >= 1,
+             f"--batch-size {self.batch_size!r}: pass a whole number of lines per batch, at "
+             "least 1."),
+            (real(self.gpus_per_actor) and self.gpus_per_actor >= 0,
+             f"--gpus-per-actor {self.gpus_per_actor!r}: pass 0 (CPU actors), a fraction such "
              "as 0.5 (two actors per GPU) or a whole number of GPUs."),
-            (self.cpus_per_actor > 0, f"cpus_per_actor {self.cpus_per_actor}: pass > 0."),
-            (self.threads is None or self.threads >= 1,
-             f"threads {self.threads}: pass at least 1 torch thread per actor."),
-            (self.max_restarts >= 0 and self.max_task_retries >= 0,
-             "max_restarts / max_task_retries must be >= 0."),
-            (self.address is None or bool(self.address.strip()),
-             "--ray-address is empty; pass host:port, ray://host:10001 or auto, or leave it "
-             "out to start a local Ray."),
+            (real(self.cpus_per_actor) and self.cpus_per_actor > 0,
+             f"cpus_per_actor {self.cpus_per_actor!r}: pass a finite number of CPUs > 0, "
+             "such as 1."),
+            (self.threads is None or (whole(self.threads) and self.threads >= 1),
+             f"threads {self.threads!r}: pass a whole number of torch threads per actor, at "
+             "least 1 (or None for torch's default)."),
+            (whole(self.max_restarts) and whole(self.max_task_retries)
+             and self.max_restarts >= 0 and self.max_task_retries >= 0,
+             f"max_restarts {self.max_restarts!r} / max_task_retries "
+             f"{self.max_task_retries!r}: pass whole numbers >= 0."),
+            (self.address is None or (isinstance(self.address, str)
+                                      and bool(self.address.strip())),
+             f"--ray-address {self.address!r}: pass host:port, ray://host:10001 or auto, or "
+             "leave it out to start a local Ray."),
         ]
         for ok, message in checks:
             if not ok:
@@ -140,21 +163,130 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     """
     ray = require_ray()
     started = False
+    dog = None
     if not ray.is_initialized():
         # Ray's own INFO/WARNING lines (start-up, its token-auth notice) would interleave with
         # the progress bar; errors still show. Actor logs stay in Ray's session folder.
         kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
         if options.address:
+            probe_address(options.address)
             kwargs["address"] = options.address
+            _init(ray, kwargs, options.address)
         else:
             kwargs.update(num_cpus=os.cpu_count() or 1, include_dashboard=False)
-        ray.init(**kwargs)
+            secure_token_file()
+            before = watchdog.children_now(os.getpid())
+            _init(ray, kwargs, None)
+            dog = watchdog.start(watchdog.children_now(os.getpid()) - before)
         started = True
     try:
         yield ray
     finally:
         if started:
             ray.shutdown()
+            watchdog.stop(dog)
+
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long ``--ray-address`` may take to accept a TCP connection: Ray's own client retries
+an unreachable address forever (``127.0.0.1:1`` waited without end)."""
+
+
+def probe_address(address: str) -> None:
+    """Refuse a ``--ray-address`` nothing answers at within ``CONNECT_TIMEOUT_S``, before Ray's
+    client starts its endless retries. ``auto`` (found from the local session file) and other
+    addresses without a port are left to Ray, which fails fast for them."""
+    target = address.strip().removeprefix("ray://")
+    host, sep, port_text = target.rpartition(":")
+    if not sep:
+        return
+    host = host.strip("[]") or "127.0.0.1"
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BatchOptionError(
+            f"--ray-address {address!r}: the port {port_text!r} is not a number in 1..65535; "
+            "pass host:port (e.g. 127.0.0.1:6379), ray://host:10001 or auto.")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise BatchOptionError(
+            f"--ray-address {address!r}: nothing accepts connections there within "
+            f"{CONNECT_TIMEOUT_S:g} s ({exc.strerror or exc}). Start the cluster "
+            "(`ray start --head`), fix the address, or leave --ray-address out to start a "
+            "private Ray for the run.") from None
+
+
+JOIN_TIMEOUT_S = 60.0
+"""How long connecting to ``--ray-address`` may take once the port answers: a port that
+accepts connections but is no Ray cluster (another server) kept ``ray.init`` waiting forever."""
+
+
+def _init(ray: Any, kwargs: dict[str, Any], address: str | None) -> None:
+    if address is None:  # a private cluster: started here, in the main thread
+        _init_now(ray, kwargs, None)
+        return
+    # Ray's client has no deadline of its own: connect in a daemon thread and stop waiting
+    # after JOIN_TIMEOUT_S (the thread is abandoned; it cannot keep the process alive).
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            _init_now(ray, kwargs, address)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=connect, name="ray-connect", daemon=True)
+    thread.start()
+    thread.join(JOIN_TIMEOUT_S)
+    if not outcome:
+        raise BatchOptionError(
+            f"--ray-address {address!r}: the port accepts connections but no Ray cluster "
+            f"answered within {JOIN_TIMEOUT_S:g} s. Check that it is the cluster's GCS port "
+            "(6379 by default, or ray://host:10001), or leave --ray-address out to start a "
+            "private Ray for the run.")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _init_now(ray: Any, kwargs: dict[str, Any], address: str | None) -> None:
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:
+        where = f"--ray-address {address!r}" if address else "a private Ray"
+        raise BatchRunError(
+            f"Ray could not start or connect ({where}: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}). Check the address and that the cluster "
+            "runs the same Ray version, or leave --ray-address out.") from exc
+
+
+def secure_token_file() -> None:
+    """Ray's token file readable by its owner only (0600), before a private Ray starts.
+
+    Ray 2.60 writes ``~/.ray/auth_token`` with the default umask (0644), so any local user
+    could read the token that guards the cluster's servers (which listen on every interface).
+    A missing token is written here first, 0600 from creation; an existing file of ours is
+    narrowed to 0600. Links are not followed. ``RAY_AUTH_TOKEN`` in the environment needs no
+    file.
+    """
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:  # another run wrote it first: narrow that one below
+            info = path.lstat()
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+            return
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o077:
+        os.chmod(path, 0o600)
 
 
 def check_resources(ray: Any, options: RayOptions) -> None:
@@ -255,6 +387,15 @@ def run(
     """
     from mellea_local.launch import check_model_args
 
+    if options is not None and not isinstance(options, RayOptions):
+        raise BatchOptionError(
+            f"options must be a RayOptions, got {type(options).__name__}; pass e.g. "
+            "options=RayOptions(actors=2).")
+    for argument, value in (("input_path", input_path), ("output", output)):
+        if not isinstance(value, str | os.PathLike):
+            raise BatchOptionError(
+                f"{argument} must be a path (str or Path), got {type(value).__name__} "
+                f"({value!r:.60}); pass e.g. {argument}='data.jsonl'.")
     options = options or RayOptions()
     options.validate()
     require_ray()

@@ -15,7 +15,7 @@ from mellea_local.core.context import Context
 from mellea_local.errors import InvalidInputError
 from mellea_local.inputs import check_context
 from mellea_local.messages import Message
-from mellea_local.options import ModelOption, merge_options, split_options
+from mellea_local.options import ModelOption, check_token_options, merge_options, split_options
 from mellea_local.rendering.chat import to_chat_messages, to_message_dicts
 from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, render_prompt_ids
 from mellea_local.rendering.tools import collect_tools
@@ -55,6 +55,7 @@ def render_request(
     check_text_only(messages, model_id)
     tools = collect_tools(opts.get(ModelOption.TOOLS), view, action) if tool_calls else {}
     gen_kwargs, tmpl_kwargs = split_options(opts, tokenizer.chat_template)
+    check_token_options(gen_kwargs, len(tokenizer))
     ids = render_prompt_ids(
         tokenizer,
         to_message_dicts(messages),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mellea_local.errors import LineError
+from mellea_local.inputs import loads_json
 
 _ROLES = ("system", "user", "assistant")
 
@@ -34,9 +35,11 @@ class CheckItem:
 def parse_line(line: int, text: str) -> CheckItem:
     """Validate one dataset line; every problem raises ``LineError`` naming the field."""
     try:
-        obj = json.loads(text)
+        obj = loads_json(text, "the line")
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise LineError(f"not UTF-8 text ({exc.reason}); save the dataset as UTF-8") from None
     return parse_object(line, obj)
 
 
@@ -58,6 +61,10 @@ def parse_object(line: int, obj: Any) -> CheckItem:
         thinking = m.get("reasoning_content")
         if thinking is not None and not isinstance(thinking, str):
             raise LineError(f'messages[{i}] has a non-string "reasoning_content"; use a string')
+        for field in ("content", "reasoning_content"):
+            if isinstance(m.get(field), str) and not _is_unicode(m[field]):
+                raise LineError(f"messages[{i}].{field} holds a lone surrogate (half of a "
+                                "UTF-16 pair), which no model can read; fix the text")
         turns.append((m["role"], m["content"], thinking))
     if turns[-1][0] != "assistant":
         raise LineError("the last message must be the assistant turn the requirements judge")
@@ -67,6 +74,10 @@ def parse_object(line: int, obj: Any) -> CheckItem:
     if (not isinstance(reqs, list) or not reqs
             or not all(isinstance(r, str) and r.strip() for r in reqs)):
         raise LineError('give "requirements" (a list of non-empty strings) or "requirement"')
+    for j, r in enumerate(reqs):
+        if not _is_unicode(r):
+            raise LineError(f"requirements[{j}] holds a lone surrogate (half of a UTF-16 pair); "
+                            "fix the text")
     labels = obj.get("label", obj.get("labels"))
     if labels is not None:
         if isinstance(labels, bool):
@@ -77,7 +88,34 @@ def parse_object(line: int, obj: Any) -> CheckItem:
                 f'"label" must be true/false or a list of {len(reqs)} true/false values, one '
                 "per requirement"
             )
-    return CheckItem(line, turns, list(reqs), labels, obj.get("id"))
+    return CheckItem(line, turns, list(reqs), labels, _check_id(obj.get("id")))
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_id(value: Any) -> Any:
+    """The id, if the output record can carry it as JSON: NaN or Infinity (which Python's
+    parser accepts) would be written bare, and no JSON reader could read the record back."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise LineError(
+            f'"id" {_short(value)} cannot be written back as JSON ({exc}); give a string, a '
+            "finite number or null") from None
+    except RecursionError:
+        raise LineError('"id" nests too deeply to be written back; give a string') from None
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 __all__ = ["CheckItem", "LineError", "parse_line"]

@@ -75,6 +75,11 @@ class Requirement(Component[bool]):
             raise InputTypeError(
                 "Requirement output_to_bool must be callable: judge output -> bool."
             )
+        if not isinstance(check_only, bool):
+            raise InputTypeError(
+                f"Requirement check_only must be True or False, got {check_only!r}; pass "
+                "check_only=True to keep a requirement out of repair feedback."
+            )
         self.description = description
         self.validation_fn = validation_fn
         self.output_to_bool = output_to_bool
@@ -163,8 +168,15 @@ class ALoraRequirement(Requirement):
     def __init__(self, description: str, intrinsic_name: str | None = REQUIREMENT_CHECK):
         if not isinstance(description, str) or not description.strip():
             raise InvalidInputError(
-                "ALoraRequirement needs a non-empty description: the adapter judges the output "
-                "against that text."
+                f"ALoraRequirement needs a non-empty description, got {description!r:.60}: the "
+                "adapter judges the output against that text. Pass it, e.g. "
+                "ALoraRequirement('The answer is polite.')."
+            )
+        if intrinsic_name is not None and (not isinstance(intrinsic_name, str)
+                                           or not intrinsic_name.strip()):
+            raise InputTypeError(
+                f"ALoraRequirement intrinsic_name must be an intrinsic's name (str) or None, got "
+                f"{intrinsic_name!r}; leave it out for {REQUIREMENT_CHECK!r}."
             )
         super().__init__(description, output_to_bool=requirement_check_to_bool)
         self.intrinsic_name = intrinsic_name or REQUIREMENT_CHECK
@@ -211,6 +223,12 @@ def simple_validate(
     ``fn`` returns a bool (``reason`` is then the static reason) or ``(bool, reason)``.
     With no output to check, the result is a failure that says so, without calling ``fn``.
     """
+    if not callable(fn):
+        raise InputTypeError(
+            f"simple_validate needs a function of the output text returning a bool, got "
+            f"{type(fn).__name__} ({fn!r:.60}); pass e.g. simple_validate(lambda text: "
+            "len(text) < 100)."
+        )
 
     def validate_last_output(ctx: Context) -> ValidationResult:
         last = ctx.last_output()

@@ -7,6 +7,8 @@ Apart from the requirement classes (``requirement.py``) so the checking engine
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,17 @@ class ValidationResult:
         context: Context | None = None,
         error: BaseException | None = None,
     ):
+        if reason is not None and not isinstance(reason, str):
+            raise InputTypeError(
+                f"ValidationResult reason must be a str or None, got {type(reason).__name__} "
+                f"({reason!r:.60}); pass reason=str(...)."
+            )
+        if score is not None and (isinstance(score, bool) or not isinstance(score, numbers.Real)
+                                  or not math.isfinite(score)):
+            raise InputTypeError(
+                f"ValidationResult score must be a finite number or None, got {score!r:.60}; "
+                "pass the check's probability or confidence, or leave it out."
+            )
         self._result = bool(result)
         self._reason = reason
         self._score = score

@@ -27,6 +27,7 @@ from mellea_local.core.component import Span
 from mellea_local.core.context import ChatContext, Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.inputs import requirement_list
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, merge_options
 from mellea_local.requirements import Requirement, avalidate, reqify
@@ -57,7 +58,9 @@ def combine_requirements(
     seen_text: set[str] = set()
     out: list[Requirement] = []
     for group in groups:
-        for item in group or ():
+        items = requirement_list(group, "requirements", single_ok=False) \
+            if group is not None else ()
+        for item in items:
             if isinstance(item, str):
                 if item in seen_text:
                     continue

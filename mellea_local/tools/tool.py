@@ -205,6 +205,18 @@ class MelleaTool(AbstractMelleaTool):
             raise ToolError(f"A tool wraps a callable, got {type(fn).__name__}.")
         tool_name = name or getattr(fn, "__name__", None) or ""
         _check_name(tool_name)
+        if description is not None and not isinstance(description, str):
+            raise ToolError(
+                f"Tool {tool_name!r}: description must be a str (what the model reads about "
+                f"the tool), got {type(description).__name__}; pass a sentence or leave it out."
+            )
+        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+        if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+            raise ToolError(
+                f"Tool {tool_name!r} is a generator function: calling it runs nothing and the "
+                "model would read '<generator object ...>'. Return the values as a list (e.g. "
+                "`return list(...)`) instead of yielding them."
+            )
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError) as exc:
@@ -243,7 +255,9 @@ class MelleaTool(AbstractMelleaTool):
             args_model = pydantic.create_model(
                 f"{model_name}_arguments",
                 __config__=ConfigDict(
-                    extra="forbid", arbitrary_types_allowed=False, protected_namespaces=()
+                    extra="forbid", arbitrary_types_allowed=False, protected_namespaces=(),
+                    # 1e400 in a model's JSON parses as inf: a number no tool means; refused.
+                    allow_inf_nan=False,
                 ),
                 **fields,
             )

@@ -235,8 +235,8 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         this package implements (``check_supported``).
 
         Adding is all or nothing: a refused or failed load leaves the backend exactly as it
-        was. Adding a folder that is already loaded returns the loaded ``Adapter``; a name
-        already taken by another folder is an error.
+        was. Adding a folder that is already loaded is a no-op that logs a warning saying so
+        and returns the loaded ``Adapter``; a name already taken by another folder is an error.
         """
         name = check_adapter_name(name)
         resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
@@ -247,7 +247,7 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         same = self._registry.loaded_from(resolved)
         if same is not None and name in (None, same.name) and (
                 same.intrinsic == intrinsic_of(resolved)):
-            return same
+            return self._registry.note_loaded_again(same, source)
         name = name or auto
         self._registry.refuse_clash(name, source, resolved)
         if not allow_other_base:
