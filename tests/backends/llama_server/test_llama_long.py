@@ -25,9 +25,10 @@ from mellea_local.intrinsics import arequirement_check
 from mellea_local.messages import Message
 
 SCORE_TOLERANCE = 2e-3
-WORDS = ("the river runs long and wide through green hills to the sea where boats carry fish "
-         "and grain from town to town while people watch the water and talk about weather "
-         "markets travel family stories music bread stone bridges old roads").split()
+TEXT = ("the river runs long and wide through green hills to the sea where boats carry fish "
+        "and grain from town to town while people watch the water and talk about weather "
+        "markets travel family stories music bread stone bridges old roads")
+WORDS = TEXT.split(" ")
 REQUIREMENTS = ("The answer talks about the river.", "The answer is polite.")
 
 
