@@ -147,3 +147,47 @@ def checked_claims(url: str, props: Any) -> tuple[int, int | None]:
             f"{url}: /props claims n_ctx={str(n_ctx)[:40]!r} positions per slot, not a count "
             f"from 1 to {MAX_CTX}. Check the URL, or start the server with a sane -c.")
     return slots, n_ctx
+
+
+def load_tokenizer(tokenizer: Any) -> Any:
+    """A tokenizer object as given, or loaded from a folder; None is refused."""
+    if tokenizer is None or isinstance(tokenizer, bool | int | float):
+        raise InputTypeError(f"tokenizer={tokenizer!r}: pass the base model's tokenizer (an "
+                             "object or its folder, e.g. read_gguf_folder(DIR).tokenizer).")
+    if isinstance(tokenizer, str | os.PathLike):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    return tokenizer
+
+
+def default_budget(model_dir: Path) -> int:
+    """The model's own ``max_new_tokens`` (generation_config.json), as transformers uses it."""
+    import json
+
+    try:
+        config = json.loads((model_dir / "generation_config.json").read_text(encoding="utf-8"))
+        budget = config.get("max_new_tokens") if isinstance(config, dict) else None
+        return budget if isinstance(budget, int) and budget > 0 else 256
+    except (OSError, ValueError, RecursionError):
+        return 256
+
+
+def check_settings(*, model_id: Any, deadline: Any, fresh: Any) -> None:
+    from mellea_local.backends.llama_server.client import Deadline
+
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise InvalidInputError(f"model_id={model_id!r}: pass a non-empty str naming the "
+                                "model (it appears in results and errors).")
+    if deadline is not None and not isinstance(deadline, Deadline):
+        raise InputTypeError(f"deadline={deadline!r}: pass a client.Deadline or None.")
+    if not isinstance(fresh, bool):
+        raise InputTypeError(f"fresh={fresh!r}: pass True or False.")
+
+
+def check_launch(*, servers: Any, threads: Any, slots: Any, ctx: Any) -> None:
+    check_int("servers", servers, low=1, high=MAX_SERVERS)
+    if threads is not None:
+        check_int("threads", threads, low=1, high=1024, fix=" or None for the CPU count")
+    check_int("slots", slots, low=1, high=MAX_SLOTS)
+    check_int("ctx", ctx, low=16, high=MAX_CTX, fix=" (positions per slot)")

@@ -373,3 +373,35 @@ class ServerClient:
 def lora_field(ids_scales: Sequence[tuple[int, float]]) -> list[dict[str, float]]:
     """The per-request ``lora`` list: ``[{"id": i, "scale": s}, ...]``."""
     return [{"id": int(i), "scale": float(s)} for i, s in ids_scales]
+
+
+class PerLoopHTTP:
+    """An httpx ``AsyncClient`` per event loop, looked up on each use: httpx's pool is bound
+    to one loop, and the sync wrappers run a loop per call."""
+
+    def __init__(self, *, timeout: httpx.Timeout | float, headers: Mapping[str, str]) -> None:
+        self._timeout = timeout
+        self._headers = dict(headers)
+        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+
+    def current(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            for old in [lp for lp in self._clients if lp.is_closed()]:
+                del self._clients[old]
+            client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+            self._clients[loop] = client
+        return client
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.current(), item)
+
+    async def aclose_current(self) -> None:
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    def forget(self) -> None:
+        """Drop every pooled client (their loops are finished or finishing)."""
+        self._clients.clear()

