@@ -205,12 +205,21 @@ CONSTRUCTOR_BAD: dict[str, tuple[dict[str, Any], str]] = {
     "model_id int": ({"model_id": 3}, "model_id"),
     "fresh a str": ({"fresh": "yes"}, "fresh"),
     "deadline a number": ({"deadline": 30}, "deadline"),
+    "tokenizer None": ({"tokenizer": None}, "tokenizer"),
+    "tokenizer an int": ({"tokenizer": 7}, "tokenizer"),
+    "tokenizer a missing folder": ({"tokenizer": "/nonexistent/tok"}, "/nonexistent/tok"),
+    "tokenizer an empty folder": ({"tokenizer": "EMPTY"}, "tokenizer"),
+    "tokenizer an object without decode": ({"tokenizer": object()}, "tokenizer"),
+    "adapter folder missing": ({"adapters": [ServedAdapter(0, Path("/nonexistent/ad"))]},
+                               "/nonexistent/ad"),
 }
 
 
 @pytest.mark.parametrize("name", list(CONSTRUCTOR_BAD))
-def test_constructor_argument(name, folder):
+def test_constructor_argument(name, folder, tmp_path):
     kwargs, needle = CONSTRUCTOR_BAD[name]
+    if kwargs.get("tokenizer") == "EMPTY":
+        kwargs = {"tokenizer": tmp_path}
     args = {"urls": ["http://127.0.0.1:9"], "tokenizer": folder.tokenizer, **kwargs}
     urls = args.pop("urls")
     _, exc = run_bounded(lambda: LlamaServerBackend(urls, **args), TIMEOUT_S)

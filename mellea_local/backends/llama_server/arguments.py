@@ -157,7 +157,20 @@ def load_tokenizer(tokenizer: Any) -> Any:
     if isinstance(tokenizer, str | os.PathLike):
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(tokenizer))
+        if not Path(tokenizer).expanduser().is_dir():
+            raise InvalidInputError(
+                f"tokenizer={str(tokenizer)!r} is not a folder; pass the base model's "
+                "tokenizer folder (read_gguf_folder(DIR).tokenizer) or a tokenizer object.")
+        try:
+            return AutoTokenizer.from_pretrained(str(Path(tokenizer).expanduser()))
+        except (OSError, ValueError, TypeError) as exc:
+            raise InvalidInputError(
+                f"tokenizer={str(tokenizer)!r} cannot be loaded ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); pass a folder with tokenizer.json and "
+                "tokenizer_config.json (export-gguf writes one).") from exc
+    if not callable(getattr(tokenizer, "decode", None)) or not hasattr(tokenizer, "__len__"):
+        raise InputTypeError(f"tokenizer={tokenizer!r} is not a tokenizer (no decode / len); "
+                             "pass the base model's tokenizer or its folder.")
     return tokenizer
 
 
