@@ -245,8 +245,6 @@ class LlamaServerBackend(RequirementScoring, Backend):
         self._registry.add(adapter, resolved)
         return name
 
-    # ----- introspection -------------------------------------------------------------------
-
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
@@ -282,15 +280,16 @@ class LlamaServerBackend(RequirementScoring, Backend):
         """``run`` on the conversation's (server, slot), failing over (``routing``)."""
         return await self._fleet.run(root_key(ids, self._eot) + lane, run)
 
-    def _record(self, completions: Sequence[Completion], reusable: int) -> CacheCounts:
-        return self._counts.record(completions, reusable)
-
     @property
     def last_call(self) -> CacheCounts:
-        """The counts of the last call made from the current task (``stats.last`` is the last
-        call of any task: with concurrent conversations, read this). A generation's own counts
-        are in ``thunk.meta["cache_counts"]``."""
+        """The counts of the last call made from the current task (``stats.last``: of any
+        task). A generation's own counts are in ``thunk.meta["cache_counts"]``."""
         return self._counts.last
+
+    @property
+    def full_reads(self) -> int:
+        """Requests that asked for the whole vocabulary (``probabilities``) so far."""
+        return self._counts.full_reads
 
     # ----- generation ----------------------------------------------------------------------
 
@@ -353,7 +352,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
                         self._on_fleet, self._requests, self._tokenizer, ids, gen_kwargs,
                         budget, mot._push_delta if streaming else None, stops, cancel)
                     if finals:
-                        self._record(finals, len(ids) - 1)
+                        self._counts.record(finals, len(ids) - 1)
                     result.append(out)
                 mot.meta["cache_counts"] = self.last_call
             except BaseException as exc:
@@ -385,7 +384,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
             budget=int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens),
             cancel=cancel, fast_forward=fast_forward, scores_out=scores_out)
         if completions:
-            self._record(completions, reusable(adapter, len(ids), shared))
+            self._counts.record(completions, reusable(adapter, len(ids), shared))
         return new_ids
 
     async def _ask(self, adapter: Adapter | None, ids: list[int], n_probs: int, reuse: bool,
@@ -394,6 +393,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         next-token logprobs as a dense tensor. The reply joins ``completions``."""
         body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
                 "temperature": 0.0}
+        self._counts.full_reads += n_probs >= self._n_vocab
 
         async def run(server: Server, slot: Slot) -> Completion:
             if adapter is None:
@@ -428,7 +428,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
                     break
             else:
                 raise probs.undecided(dense)
-            self._record(completions, reusable(adapter, len(ids), shared))
+            self._counts.record(completions, reusable(adapter, len(ids), shared))
             out.append(dense)
         return torch.stack(out) if out else torch.empty(0, self._n_vocab)
 

@@ -21,6 +21,7 @@ _IDS = itertools.count()
 class CallCounts:
     def __init__(self, stats: CacheStats) -> None:
         self.stats = stats
+        self.full_reads = 0  # requests that asked for the whole vocabulary
         self._lock = threading.Lock()
         self._last: contextvars.ContextVar[CacheCounts | None] = contextvars.ContextVar(
             f"llama_last_call_{next(_IDS)}", default=None)

@@ -61,11 +61,13 @@ async def _compare_growing(llama, hf, seed: int, max_tokens: int) -> list[tuple[
 async def test_long_turns_score_as_peft_at_every_length_on_a_reused_server(llama, hf):
     """Two conversations one after the other on the shared server (slots=4, ctx=2048): each
     check reuses the slot's K/V of the previous one."""
+    before = llama.full_reads
     first = await _compare_growing(llama, hf, seed=1, max_tokens=1900)
     assert max(n for n, _ in first) > 1400  # long enough to have scored 0.0 before the fix
     second = await _compare_growing(llama, hf, seed=2, max_tokens=1900)
     assert len(second) >= 6
     assert llama.stats.reused_tokens > 0  # the checks did reuse the slots
+    assert llama.full_reads > before  # some checks needed the whole distribution
 
 
 @needs_server
@@ -82,6 +84,7 @@ async def test_a_tiny_top_n_still_scores_exactly(llama, hf, gguf_dir):
             ref = await arequirement_check(ctx, hf, requirement)
             assert abs(mine - ref) <= SCORE_TOLERANCE, (requirement, mine, ref)
             assert 0.0 < mine < 1.0
+        assert narrow.full_reads >= 1
     finally:
         await narrow.aclose()
 
