@@ -468,6 +468,14 @@ def test_manifest(name, gguf_dir, tmp_path):
     assert_typed(exc, needle)
 
 
+@pytest.mark.parametrize("kwargs", [{"base_s": 0}, {"base_s": -1.0}, {"base_s": float("nan")},
+                                    {"per_new_token_s": float("inf")},
+                                    {"per_prompt_token_s": "1"}, {"base_s": True}])
+def test_deadline(kwargs):
+    _, exc = run_bounded(lambda: Deadline(**kwargs), TIMEOUT_S)
+    assert_typed(exc, next(iter(kwargs)))
+
+
 @pytest.mark.parametrize("value", [None, 5, "", "a\x00b"])
 def test_gguf_dir_that_is_not_a_path(value):
     _, exc = run_bounded(lambda: read_gguf_folder(value), TIMEOUT_S)

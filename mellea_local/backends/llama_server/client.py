@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from mellea_local.errors import (
+    InvalidInputError,
     LlamaServerResponseError,
     LlamaServerTimeoutError,
     LlamaServerUnavailableError,
@@ -51,6 +52,15 @@ class Deadline:
     base_s: float = 60.0
     per_prompt_token_s: float = 0.05
     per_new_token_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("base_s", "per_prompt_token_s", "per_new_token_s"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or value < 0 or (name == "base_s" and not value)):
+                raise InvalidInputError(
+                    f"Deadline({name}={value!r}): pass a finite number of seconds, at least 0 "
+                    "(base_s above 0).")
 
     def seconds(self, n_prompt: int, n_predict: int) -> float:
         return (self.base_s + self.per_prompt_token_s * n_prompt
