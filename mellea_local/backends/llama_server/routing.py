@@ -38,30 +38,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import hashlib
+import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mellea_local.backends.llama_server.client import ServerClient
 from mellea_local.errors import LlamaServerUnavailableError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RECHECK_SECONDS = 5.0
 """How long a server found dead is skipped before it is probed again."""
 
 
+class SlotKind(enum.StrEnum):
+    """What computed a slot's K/V."""
+
+    EMPTY = "empty"  # nothing: a server we just started
+    BASE = "base"
+    ALORA = "alora"  # tokens from ``adapter_start`` on were computed by an aLoRA
+    LORA = "lora"  # every token by a LoRA
+    UNKNOWN = "unknown"  # a server we did not start, one that restarted, a request that failed
+
+
 @dataclass
 class SlotState:
-    """What one slot's KV holds, as far as this client knows.
+    """What one slot's KV holds, as far as this client knows (``kind``, the ``tokens``, and
+    from which index an aLoRA computed them)."""
 
-    ``kind``: ``"empty"`` (nothing), ``"base"``, ``"alora"`` (tokens from ``adapter_start`` on
-    were computed by an aLoRA), ``"lora"`` (every token by a LoRA) or ``"unknown"`` (a server
-    we did not start, or one that restarted).
-    """
-
-    kind: str = "unknown"
+    kind: SlotKind = SlotKind.UNKNOWN
     tokens: list[int] = field(default_factory=list)
     adapter_start: int = 0
+
+    def __post_init__(self) -> None:
+        self.kind = SlotKind(self.kind)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -74,9 +89,9 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def base_needs_clear(state: SlotState, ids: Sequence[int]) -> bool:
     """Whether a base request for ``ids`` must send the explicit all-zero list (clear)."""
-    if state.kind in ("empty", "base"):
+    if state.kind in (SlotKind.EMPTY, SlotKind.BASE):
         return False
-    if state.kind == "alora":
+    if state.kind == SlotKind.ALORA:
         # The server reuses up to len(ids) - 1 matching tokens; exact while they are base K/V.
         return min(common_prefix(state.tokens, ids), len(ids) - 1) > state.adapter_start
     return True  # "lora", "unknown"
@@ -84,11 +99,11 @@ def base_needs_clear(state: SlotState, ids: Sequence[int]) -> bool:
 
 def alora_needs_clean(state: SlotState, ids: Sequence[int], start: int) -> bool:
     """Whether an aLoRA request (adapter from ``start``) would reuse adapter-made K/V."""
-    if state.kind in ("empty", "base"):
+    if state.kind in (SlotKind.EMPTY, SlotKind.BASE):
         return False
-    if state.kind == "alora":
+    if state.kind == SlotKind.ALORA:
         return min(common_prefix(state.tokens, ids), start) > state.adapter_start
-    return state.kind == "unknown"  # "lora": the server clears on the switch itself
+    return state.kind == SlotKind.UNKNOWN  # "lora": the server clears on the switch itself
 
 
 @dataclass
@@ -106,6 +121,20 @@ class Slot:
         if self._lock is None or self._loop is not loop:
             self._lock, self._loop = asyncio.Lock(), loop
         return self._lock
+
+    @contextlib.asynccontextmanager
+    async def launch(self, gate: ServerGate, *, exclusive: bool = False,
+                     ) -> AsyncIterator[Callable[[SlotState], None]]:
+        """One request on this slot, the protocol written once: the state is unknown while
+        the request runs (a failure leaves it so: the server may have computed anything),
+        the request passes the server's gate (aLoRAs alone: ``ServerGate``), and the caller
+        sets the final state through the callable it is given, once the reply is in."""
+        self.state = SlotState(SlotKind.UNKNOWN)
+        final: list[SlotState] = []
+        async with gate.exclusive() if exclusive else gate.shared():
+            yield final.append
+        if final:
+            self.state = final[-1]
 
 
 class ServerGate:
@@ -176,7 +205,7 @@ class Server:
     def forget(self) -> None:
         """After a death: nothing is known of its slots any more."""
         for slot in self.slots:
-            slot.state = SlotState("unknown")
+            slot.state = SlotState(SlotKind.UNKNOWN)
             slot.owner = None
 
 
@@ -196,7 +225,7 @@ class Fleet:
         if fresh:
             for server in servers:
                 for slot in server.slots:
-                    slot.state = SlotState("empty")
+                    slot.state = SlotState(SlotKind.EMPTY)
 
     def ranked(self, key: bytes) -> list[Server]:
         return sorted(self.servers, key=lambda s: hashlib.sha256(key + s.client.url.encode())
@@ -234,3 +263,28 @@ class Fleet:
             slot.owner = key
             slot.last_used = time.monotonic()
             yield slot
+
+    async def run(self, key: bytes, run: Callable[[Server, Slot], Awaitable[T]]) -> T:
+        """``run`` on the key's (server, slot); again on the next server when one dies;
+        ``LlamaServerUnavailableError`` once none is left."""
+        while True:
+            server = await self.pick(key)
+            try:
+                async with self.slot(server, key) as slot:
+                    return await run(server, slot)
+            except LlamaServerUnavailableError as exc:
+                logger.warning("%s; failing over", exc)
+                self.mark_dead(server)
+
+    async def health(self) -> dict[str, bool]:
+        """Probe every server's ``/health`` now; a server that fails is marked dead (its
+        conversations move at their next call), one that answers again is used again."""
+        out = {}
+        for server in self.servers:
+            ok = await server.client.healthy()
+            if not ok and server.alive:
+                self.mark_dead(server)
+            elif ok:
+                server.alive = True
+            out[server.client.url] = ok
+        return out

@@ -52,7 +52,7 @@ def test_server_without_the_adapter(gguf_dir):
     proc = start_server(find_binary(), folder.base, [], threads=1, slots=1, ctx_per_slot=512)
     try:
         with pytest.raises(LlamaServerAdapterError, match="has no adapter with id 0") as info:
-            LlamaServerBackend.connect([proc.url], gguf_dir)
+            LlamaServerBackend.connect([proc.url], gguf_dir, api_key=proc.api_key)
         assert "--lora-scaled" in str(info.value)
     finally:
         proc.stop()
@@ -79,7 +79,7 @@ def test_mismatched_invocation(gguf_dir, tmp_path):
     proc = start_server(find_binary(), folder.base, files, threads=1, slots=1, ctx_per_slot=512)
     try:
         with pytest.raises(LlamaServerAdapterError, match="invocation tokens") as info:
-            LlamaServerBackend.connect([proc.url], gguf_dir)
+            LlamaServerBackend.connect([proc.url], gguf_dir, api_key=proc.api_key)
         assert "export-gguf" in str(info.value)
     finally:
         proc.stop()

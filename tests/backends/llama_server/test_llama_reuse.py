@@ -23,6 +23,11 @@ pytestmark = needs_server
 OPTS = {ModelOption.MAX_NEW_TOKENS: 48}
 
 
+def _auth(backend):
+    """The launch's API key: raw HTTP to our servers needs it like the backend does."""
+    return {"Authorization": f"Bearer {backend.processes[0].api_key}"}
+
+
 def _check_row(backend, ctx, requirement):
     adapter = backend.adapter_for("requirement-check")
     intrinsic = Intrinsic.for_adapter(adapter)
@@ -92,7 +97,7 @@ async def test_caveat_explicit_all_zero_lora_list_clears_an_alora_slot(llama):
     base = [*row[: prompt.shared], 300, 337]  # diverges right at the invocation
     url = llama.urls[0]
     slot = 3
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, headers=_auth(llama)) as http:
         def post(prompt_ids, **extra):
             body = {"prompt": prompt_ids, "n_predict": 1, "temperature": 0, "id_slot": slot,
                     "cache_prompt": True, **extra}
@@ -115,7 +120,7 @@ async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
     """--lora-scaled FILE:0: omitting ``lora`` runs no adapter (with --lora-init-without-apply
     alone every adapter would run at scale 1)."""
     ids = hf.render(Message("user", "What is the capital of France?"), ChatContext())[0]
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, headers=_auth(llama)) as http:
         reply = http.post(llama.urls[0] + "/completion", json={
             "prompt": ids, "n_predict": 1, "n_probs": 5, "temperature": 0, "id_slot": 2,
             "cache_prompt": False}).json()
