@@ -3,7 +3,49 @@
 Catch ``MelleaLocalError`` to handle anything the package refuses; catch a subclass for one
 failure mode. Each message says what went wrong and what to do about it. Some classes also
 derive from the builtin a caller would naturally catch (``ValueError``, ``OSError``) so code
-written against the peer library keeps working.
+written against the peer library keeps working. The tree (builtin bases in brackets):
+
+    MelleaLocalError
+    ├── InvalidInputError [ValueError]     a public argument has a value it cannot take
+    │   ├── ModelOptionError               a model option out of its range
+    │   │   └── ModelOptionTypeError [TypeError]
+    │   ├── ContextError                   a context or compactor cannot do what was asked
+    │   ├── RequirementDefinitionError     a requirement or its validation_fn is unusable
+    │   ├── ReactArgumentError             react()'s own arguments (budget, goal placement)
+    │   └── BenchConfigError               a `mellea-local bench` setting
+    ├── InputTypeError [TypeError]         a public argument has the wrong type
+    ├── UnsupportedInputError [ValueError] input the model cannot see (images, audio)
+    │   └── PromptTooLongError
+    ├── ThunkStateError [AttributeError], InvalidStateError [RuntimeError],
+    │   IndexRangeError [IndexError], SyncInEventLoopError [RuntimeError]
+    ├── ComponentParseError                output that does not parse as the action asks
+    ├── ToolError [ValueError]
+    │   └── ToolArgumentsError
+    ├── AdapterError [ValueError]          an adapter cannot be loaded or used
+    │   └── AdapterNotFoundError [LookupError]
+    ├── AdapterSchemaMismatchError, AloraActivationError, IOConfigError [ValueError]
+    ├── IntrinsicError [ValueError]        an intrinsic call cannot run as asked
+    │   ├── IntrinsicInputError, IntrinsicOptionError
+    │   └── IntrinsicVariableError [TypeError]
+    ├── IntrinsicOutputError [ValueError]  output the io.yaml rules cannot turn into a result
+    │   └── ScoreJSONError [json.JSONDecodeError]
+    ├── NotAnAdapterRunnerError [TypeError]
+    ├── ModelLoadError [OSError]           a model or tokenizer could not be loaded
+    │   └── BackendArgumentError [ValueError]
+    ├── KVCacheError [ValueError], ConstrainedDecodingError
+    ├── ReactLoopError [RuntimeError]      the agent spent its budget
+    ├── EmbeddedModelError [ValueError]
+    ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
+    │   BatchRunError [RuntimeError], RayNotInstalledError [ImportError], BenchmarkError
+    ├── GGUFExportError [ValueError]       a model or adapter llama.cpp cannot be given
+    └── LlamaServerError                   a llama-server call failed
+        ├── LlamaServerUnavailableError [ConnectionError]
+        ├── LlamaServerResponseError, LlamaServerAdapterError [ValueError]
+        └── LlamaServerBinaryError [FileNotFoundError]
+
+The stage-specific subclasses of ``InvalidInputError`` let a caller tell a bad context from a
+bad requirement or a bad agent setting; each is still an ``InvalidInputError`` and a
+``ValueError``, so older ``except`` clauses keep catching it.
 """
 
 from __future__ import annotations
@@ -243,6 +285,26 @@ class InvalidInputError(MelleaLocalError, ValueError):
 
 class InputTypeError(MelleaLocalError, TypeError):
     """An argument of a public function has the wrong type; the message names it and the fix."""
+
+
+class ContextError(InvalidInputError):
+    """A context or a compactor cannot do what was asked of it (a negative window, a
+    compaction that drops what must stay, a context ending with the wrong turn)."""
+
+
+class RequirementDefinitionError(InvalidInputError):
+    """A requirement cannot be checked as written (no description for a model to judge, a
+    validation_fn returning something other than a verdict)."""
+
+
+class ReactArgumentError(InvalidInputError):
+    """``react()`` cannot start with these arguments (a bad loop budget, a goal that would
+    follow a user turn)."""
+
+
+class BenchConfigError(InvalidInputError):
+    """A ``mellea-local bench`` setting cannot be used (an unknown size or section, a bad
+    count); raised before any model is built, naming the flag."""
 
 
 class ModelOptionError(InvalidInputError):

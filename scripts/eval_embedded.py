@@ -36,11 +36,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from embedded_lab import synthetic as S  # noqa: E402
+
 from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
 from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.core.context import ChatContext  # noqa: E402
 from mellea_local.core.thunk import ModelOutputThunk  # noqa: E402
-from mellea_local.embedded import synthetic as S  # noqa: E402
 from mellea_local.intrinsics.requirement_check import check_outputs  # noqa: E402
 from mellea_local.options import ModelOption  # noqa: E402
 from mellea_local.requirements.requirement import requirement_check_score  # noqa: E402

@@ -25,10 +25,10 @@ sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(SCRIPTS.parent))
 
 import train_embedded as T  # noqa: E402
+from embedded_lab import synthetic as S  # noqa: E402
 
 from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
 from mellea_local.embedded import build_tokenizer  # noqa: E402
-from mellea_local.embedded import synthetic as S  # noqa: E402
 
 SEED = 8_200  # apart from the self-checks (8000) and eval_embedded (9000+)
 FIT, SCORE = 600, 400

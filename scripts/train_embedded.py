@@ -60,21 +60,22 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML, AdapterKind, IOConfig  # noqa: E402
-from mellea_local.adapters.transformations import fast_path_spec  # noqa: E402
-from mellea_local.backends.adapter_registry import Adapter  # noqa: E402
-from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache  # noqa: E402
-from mellea_local.backends.huggingface import LocalHFBackend  # noqa: E402
-from mellea_local.bench.accuracy import context_of  # noqa: E402
-from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
-from mellea_local.embedded import synthetic as S  # noqa: E402
-from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
-from mellea_local.embedded.feature_targets import (  # noqa: E402
+from embedded_lab import synthetic as S  # noqa: E402
+from embedded_lab.feature_targets import (  # noqa: E402
     CLASSES,
     FEATURES,
     IGNORE,
     feature_targets,
 )
+
+from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML, AdapterKind, IOConfig  # noqa: E402
+from mellea_local.adapters.transformations import fast_path_spec  # noqa: E402
+from mellea_local.backends.adapter_registry import Adapter  # noqa: E402
+from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache  # noqa: E402
+from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
+from mellea_local.bench.accuracy import context_of  # noqa: E402
+from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
+from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
 
@@ -89,127 +90,54 @@ Rows = list[tuple[list[int], list[int]]]
 
 @dataclass
 class Config:
+    """The recipe of the shipped run. One line per knob; why each value is what it is (the
+    measurements behind it) is in ``scripts/embedded_lab/RECIPE.md``."""
+
     # base model
-    hidden_size: int = 192
-    num_layers: int = 6
-    num_heads: int = 6
-    num_kv_heads: int = 2
-    intermediate_size: int = 512
-    base_seed: int = 0
-    copy_steps: int = 300  # induction warm-up on random-token copying (see copy_rows)
-    copy_batch: int = 64
-    copy_lr: float = 2e-3
-    copy_every: int = 4  # then every 4th base step is a copy batch, so the circuit survives
-    base_steps: int = 7000
-    base_batch_tokens: int = 2048
-    base_lr: float = 3e-3
-    chat_examples: int = 20000
-    react_examples: int = 2500
-    # Experiments (off in the shipped run, which they would not reproduce byte for byte):
-    # batch ReACT traces by tool set and run each batch's tool prompt once (same math, ReACT
-    # steps ~1.9x cheaper), cutting those batches by react_batch_tokens; and made-up words in
-    # lookup keys and values, so copying is learned for any word (see react_task).
-    share_react_prefix: bool = False
-    react_batch_tokens: int = 2048
-    react_pseudo_rate: float = 0.0
-    # Embedding rows as own + word + spelling form while the base trains (factored_embedding):
-    # the base then reads case (all_caps up ~10-20 points at equal steps), but runs with it
-    # stayed below the shipped model overall: at the shipped budget the aLoRA mean is 80.8
-    # against 81.9 and ReACT calculator tasks fall from 76 % to 2 % (operands copied off by
-    # one digit); issue 5 notes.
+    hidden_size: int = 192  # model width
+    num_layers: int = 6  # transformer blocks
+    num_heads: int = 6  # attention heads
+    num_kv_heads: int = 2  # key/value heads (grouped-query attention)
+    intermediate_size: int = 512  # MLP width
+    base_seed: int = 0  # seeds the model init and the base data
+    copy_steps: int = 300  # induction warm-up steps on random-token copying (copy_rows)
+    copy_batch: int = 64  # rows per copy batch
+    copy_lr: float = 2e-3  # learning rate of the warm-up
+    copy_every: int = 4  # then every this-many-th base step is a copy batch (0: none)
+    base_steps: int = 7000  # base language-model steps
+    base_batch_tokens: int = 2048  # tokens per base batch
+    base_lr: float = 3e-3  # peak learning rate of the base (warm-up, then cosine)
+    chat_examples: int = 20000  # synthetic.chat_example chats in the base data
+    react_examples: int = 2500  # ReACT traces in the base data
+    # experiment, off in the shipped run: factored embedding rows (own + word + spelling form)
     factor_embeddings: bool = False
-    # learning rate of the shared word and form parts, relative (0.333 did not bring back
-    # the digit copying factoring costs: ReACT calculator 0/25; issue 5 notes)
-    factor_lr_scale: float = 1.0
-    self_check_examples: int = 20000
-    # Dense feature targets (feature_targets): a linear probe on hidden layer feature_layer
-    # predicts word count, not-all-caps and "word in the answer" at every token after an
-    # answer starts, and the turn's role and each known word's lower-cased identity at every
-    # token, weighted by feature_weight beside the LM loss; echo_examples adds "which of
-    # these words did you say" chats, where "mentioned" labels are half positive.
-    # The first three with echo chats (weight 0.3; 0 / 0 before, not ablated apart): aLoRA
-    # max_words 69.5 -> 95.5, all_caps 81 -> 89.5, ReACT solved calculator 76 -> 95 %, lookup
-    # 53 -> 100 %. Role and identity added (weight 0.5): all_caps 89.5 -> 94.5, ReACT lookup
-    # of unseen keys 29 -> 63 %, calculator 95 -> 92 %. Mentions stayed at chance throughout
-    # (issue 5 notes). 0.5 -> 0.6 when the JSON bracket-depth target joined: the loss is a
-    # mean over targets, so each earlier one keeps its weight (0.1).
-    feature_weight: float = 0.6
-    feature_layer: int = 4
-    echo_examples: int = 5000
-    # with the probe: after every copy batch, a batch of seen_rows (token seen before?) for
-    # the probe's "mentioned" output alone: the matching circuit "mentions" needs
-    seen_batch: int = 0
-    # with the probe: after every copy batch, a batch of mention_rows (synthetic.mention_drill)
-    # whose probe loss is weighted by mention_weight: balanced "is this word in that turn?"
-    # labels, each word cased anew, so the base learns to look words up whatever their
-    # spelling. 0 -> 32 (look-up targets only, weight 1; full run, 3816 s instead of 3356):
-    # aLoRA mentions 52.5 -> 96 %, mean 90.0 -> 95.8, ReACT solved calculator 92 -> 99 %,
-    # lookup 99 -> 100 %; all_caps 94.5 -> 91, max_words 96.5 -> 93.5, json 96.5 -> 94.5
-    # and lookups under unseen keys 63 -> 36 % fell. Then every target on the drills, half
-    # of them mostly in capitals, and the depth target (weight 2, so the look-up keeps its
-    # share): all_caps 91 -> 100, max_words 93.5 -> 97.5, json 94.5 -> 96.5, mean 95.8 ->
-    # 97.3, unseen keys 36 -> 68 %; mentions 96 -> 90, calculator 99 -> 94 (issue 5 notes).
-    mention_batch: int = 32
-    mention_weight: float = 2.0
-    # Families asked about per self-check answer, one turn each (more labels per token; later
-    # questions follow a "Yes."/"No." turn, which seemed to blur "your answer" for question marks).
-    self_check_questions: int = 1
-    # Log the base's own answers to held-out self-check questions every this many steps
-    # (base_self_check; 0: only at the end). Diagnostic only: the weights do not change.
-    self_check_every: int = 1000
-    # Refinement (refine_base): this many more steps after the base's, warm-up and cosine to
-    # refine_lr, with refine_place_rate of the drill words place names (the aLoRA's "mentions"
-    # misses were mostly place names in capitals). 0 -> 1200 steps at rate 0.25: "mentioned"
-    # read by a fresh linear probe at the requirement word of a check prompt 0.82 -> 0.89
-    # (layer 4, base alone), self-check "Did you say X?" 0.863 -> 0.902 (n=400), ReACT solved
-    # calculator 94 -> 98 %, lookup 97 -> 97 %, unseen keys 68 -> 65 % (issue 5 notes; the
-    # shipped run of it: 97, 97 and 66 %).
-    refine_steps: int = 1200
-    refine_lr: float = 1e-3
-    refine_place_rate: float = 0.25
+    factor_lr_scale: float = 1.0  # learning rate of the factored rows' shared parts, relative
+    self_check_examples: int = 20000  # questions about an answer's form, true Yes./No.
+    feature_weight: float = 0.6  # weight of the dense feature-target probe loss (0: no probe)
+    feature_layer: int = 4  # hidden state the probe reads
+    echo_examples: int = 5000  # "which of these words did you say" chats
+    mention_batch: int = 32  # look-up drills (synthetic.mention_drill) after each copy batch
+    mention_weight: float = 2.0  # probe-loss weight of the drills
+    self_check_questions: int = 1  # families asked about per self-check answer
+    self_check_every: int = 1000  # log held-out self-check accuracy every N steps (0: at end)
+    refine_steps: int = 1200  # refinement steps after the base (refine_base; 0: none)
+    refine_lr: float = 1e-3  # peak learning rate of the refinement
+    refine_place_rate: float = 0.25  # share of drill words that are place names meanwhile
     # adapters
-    adapter_rank: int = 32
-    adapter_alpha: int = 64
-    adapter_modules: tuple[str, ...] = (
+    adapter_rank: int = 32  # LoRA rank r
+    adapter_alpha: int = 64  # LoRA alpha
+    adapter_modules: tuple[str, ...] = (  # projections adapted
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    # Adapt only layers from this one on (0: all): the layers below then compute, at the
-    # requirement's own tokens, exactly what the base does, its look-up included. On the
-    # refined base an all-layer aLoRA never learned "mentions" (48 % held-out: its early
-    # updates scramble the feature it needs); from layer 4 on it reached 91.5 %, capped by the
-    # base's own look-up (0.89); from layer 2 on 95 % (train mean 97.2 -> 98.3 against the
-    # all-layer aLoRA on the unrefined base; issue 5 notes). The float32 run from layer 2:
-    # mentions 93 %, train mean 98.2. On the bfloat16 base (1200 steps, n=200 per family) 2
-    # -> 3: mentions 93 -> 95, train mean 98.1 -> 98.5 (no family under 95), unseen 93.2 ->
-    # 94.2, chat 97.8 -> 97.1 (its mentions 87.5 -> 84.5).
-    adapter_first_layer: int = 3
-    # 900 -> 1200 on the bfloat16 base from layer 2 (same base): aLoRA json 91.5 -> 97.5,
-    # mentions 95 -> 93, train mean 97.6 -> 98.1 (the float32 recipe's 900: 98.2).
-    adapter_steps: int = 1200
-    adapter_batch: int = 32
-    adapter_lr: float = 2e-3
-    adapter_pseudo_rate: float = 0.15
-    adapter_data_seed: int = 1
-    # Share of the adapters' examples that check chat answers (synthetic.chat_check_examples:
-    # sentences, sums, JSON, thinking) instead of bags of words. 0 -> 0.25 on the same base:
-    # aLoRA on held-out chat answers 86.8 -> 97.5 % (mentions 73 -> 88.5, question 80.5 ->
-    # 100, json 84 -> 99), on bag-of-words checks 97.3 -> 97.2 (issue 5 notes).
-    adapter_chat_share: float = 0.25
-    # Mentions examples per example of each other family (1: an even mix). Extra ones come
-    # from their own seed, so the even mix draws the same examples as before; steps stay the
-    # same, so the other families are seen less. 1 -> 2 on the unrefined base: aLoRA mentions
-    # 89.5 -> 89.0 (train), 77 -> 76 (unseen), 88.5 -> 90.5 (chat): the data was not the limit.
-    adapter_mentions_weight: float = 1.0
-    # Train with bfloat16 matmuls (train_precision): weights, gradients, optimiser state and
-    # softmaxes stay float32. On this project's CPUs (AVX512-BF16) a step costs 0.70x
-    # (base), 0.66x (aLoRA) and 0.61x (LoRA) a float32 one (benchmarks/train_step.py, 2
-    # threads; two 160-step base runs of this script: 0.77x and 0.86x). A whole run against
-    # the float32 one (eval_embedded, n=200): base self-check mentions 0.94 / 0.84 before
-    # refining, 0.90 / 0.84 after; aLoRA train mean 98.1 / 98.2, unseen 93.2 / 93.2, chat
-    # 97.8 / 97.6; ReACT solved calculator 98 / 97 %, lookup 97 / 97, unseen keys 70 / 66.
-    # A CPU without native bfloat16 runs it emulated, slower than float32 (a warning says so;
-    # --set bf16=0 trains the float32 recipe, other weights).
-    bf16: bool = True
-    threads: int = 2
+    adapter_first_layer: int = 3  # adapt layers from this one on (0: all)
+    adapter_steps: int = 1200  # adapter training steps (each kind)
+    adapter_batch: int = 32  # examples per adapter step
+    adapter_lr: float = 2e-3  # adapter learning rate
+    adapter_pseudo_rate: float = 0.15  # share of made-up words in check examples
+    adapter_data_seed: int = 1  # seeds the adapters' data
+    adapter_chat_share: float = 0.25  # share of checks of chat answers (not bags of words)
+    adapter_mentions_weight: float = 1.0  # "mentions" examples per example of another family
+    bf16: bool = True  # bfloat16 matmuls (state stays float32); --set bf16=0: float32 recipe
+    threads: int = 2  # torch threads (float reductions depend on it)
 
 
 QUICK = dict(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=256,
@@ -485,7 +413,7 @@ def base_rows(cfg: Config, tok: Any) -> tuple[Rows, list[str | None], Features |
     examples += [S.self_check_example(rng, cfg.self_check_questions)
                  for _ in range(cfg.self_check_examples)]
     for _ in range(cfg.react_examples):
-        task = S.react_task(rng, pseudo_rate=cfg.react_pseudo_rate)
+        task = S.react_task(rng)
         examples.append(S.react_trace(rng, task, thinking=rng.random() < 0.3))
     examples += [S.word_echo_example(rng) for _ in range(cfg.echo_examples)]
     groups = [json.dumps(e.tools, sort_keys=True) if e.tools else None for e in examples]
@@ -583,13 +511,9 @@ class BaseData:
 
 def base_data(cfg: Config, tok: Any) -> BaseData:
     t0 = time.perf_counter()
-    rows, groups, features = base_rows(cfg, tok)
+    rows, _groups, features = base_rows(cfg, tok)
     rng = random.Random(cfg.base_seed + 1)
-    if cfg.share_react_prefix:
-        batches = prefix_batches(rows, groups, cfg.base_batch_tokens, rng,
-                                 cfg.react_batch_tokens)
-    else:
-        batches = [(b, 0) for b in length_batches(rows, cfg.base_batch_tokens, rng)]
+    batches = [(b, 0) for b in length_batches(rows, cfg.base_batch_tokens, rng)]
     tokens = sum(len(r[0]) for r in rows)
     seconds = round(time.perf_counter() - t0, 1)
     log(f"base data: {len(rows)} sequences, {tokens} tokens, {len(batches)} batches/epoch "
@@ -611,7 +535,6 @@ def base_steps(model: Any, opt: Any, probe: FeatureProbe | None, cfg: Config, to
     followed by the probe-only drills; returns the LM losses of the data steps."""
     pad = tok.pad_token_id
     copy_rng = copy_rng or random.Random(seed + 2)
-    seen_rng = random.Random(seed + 4)
     mention_rng = random.Random(seed + 5)
     drill = replace(probe, weight=cfg.mention_weight) if probe is not None else None
     seps = copy_separators(tok)
@@ -624,9 +547,6 @@ def base_steps(model: Any, opt: Any, probe: FeatureProbe | None, cfg: Config, to
         set_lr(opt, lr_at(step, steps, lr))
         if cfg.copy_every and step % cfg.copy_every == cfg.copy_every - 1:
             lm_step(model, opt, copy_rows(copy_rng, cfg.copy_batch, len(tok), seps), pad)
-            if probe is not None and cfg.seen_batch:
-                seen, seen_features = seen_rows(seen_rng, cfg.seen_batch, len(tok))
-                lm_step(model, opt, seen, pad, 0, probe, seen_features)
             if drill is not None and cfg.mention_batch:
                 drills, drill_features = mention_rows(mention_rng, cfg.mention_batch, tok,
                                                       place_rate)

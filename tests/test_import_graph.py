@@ -27,9 +27,9 @@ STAGES: tuple[str, ...] = (
     "messages", "rendering", "parsing",          # chat turns -> token ids -> model text back
     "tools",                                     # tool definitions and their schemas
     "adapters",                                  # io.yaml, library layout, AdapterRunner, kinds
+    "embedded",                                  # the offline tiny model and its check families
     "intrinsics",                                # Intrinsic objects over an AdapterRunner
     "requirements", "sampling", "react",         # verdicts, instruct/repair, the agent loop
-    "embedded",                                  # the offline tiny model and its training data
     "backends",                                  # concrete backends (LocalHFBackend)
     "session",                                   # start_session(): the peer's entry point
     "<root>",                                    # mellea_local/__init__.py, the public API

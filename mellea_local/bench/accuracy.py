@@ -5,7 +5,7 @@ requirement-check adapter a backend holds (the aLoRA and the LoRA, side by side)
 labels. The dataset is the ``check`` command's JSONL (``messages``, ``requirement(s)``,
 ``label``) with an optional ``family`` per line; without one, lines are grouped by requirement
 text. Without a dataset, the embedded model's held-out set is drawn from
-``mellea_local.embedded.synthetic`` with a seed its training never uses.
+``mellea_local.embedded.checks`` with a seed its training never uses.
 
 A verdict is ``score > 0.5``, exactly as ``check`` and ``requirement_check_to_bool`` decide.
 """
@@ -95,16 +95,16 @@ def _families(raw: Any, requirements: list[str]) -> list[str] | None:
 
 def synthetic_items(seed: int = HELD_OUT_SEED, n_per_family: int = 40) -> list[LabelledItem]:
     """The embedded model's held-out checks: ``n_per_family`` balanced examples per family."""
-    from mellea_local.embedded import synthetic
+    from mellea_local.embedded import checks
 
-    examples = synthetic.check_examples(random.Random(seed), n_per_family)
+    examples = checks.check_examples(random.Random(seed), n_per_family)
     return [LabelledItem(ex.messages, [ex.requirement], [ex.label], [ex.family])
             for ex in examples]
 
 
 def family_order(items: list[LabelledItem]) -> list[str]:
     """Families in a stable order: the synthetic families' own order, then first seen."""
-    from mellea_local.embedded.synthetic import FAMILIES
+    from mellea_local.embedded.checks import FAMILIES
 
     seen = list(dict.fromkeys(f for item in items for f in item.families))
     return [f for f in FAMILIES if f in seen] + [f for f in seen if f not in FAMILIES]

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
 from mellea_local.core.backend import REQUIREMENT_CHECK
-from mellea_local.errors import InvalidInputError
+from mellea_local.errors import BenchConfigError
 from mellea_local.launch import EMBEDDED
 
 SECTIONS = ("generation", "react", "requirement_check", "batched", "conversations", "accuracy")
@@ -99,28 +99,28 @@ def _check_config(cfg: SuiteConfig) -> None:
     from mellea_local.bench.subjects import SIZES, size_names
 
     if cfg.size is not None and cfg.size not in SIZES:
-        raise InvalidInputError(f"--size {cfg.size!r}: no such shape; use one of "
+        raise BenchConfigError(f"--size {cfg.size!r}: no such shape; use one of "
                                 f"{', '.join(size_names())}.")
     if cfg.size is not None and cfg.model is not None:
-        raise InvalidInputError(
+        raise BenchConfigError(
             "Pass --size (a random-init shape) or --model (real weights), not both."
         )
     if cfg.name is not None and (not cfg.name or any(c in cfg.name for c in "/\\")
                                  or cfg.name.startswith(".")):
-        raise InvalidInputError(
+        raise BenchConfigError(
             f"--name {cfg.name!r} must be a plain file name stem, like 'bench-gpu'."
         )
     if cfg.lengths is not None and (not cfg.lengths or min(cfg.lengths) < 64):
-        raise InvalidInputError(
+        raise BenchConfigError(
             "--lengths must list context lengths of at least 64 tokens (about the shortest "
             "conversation a check judges); each is measured within 2 % or 8 tokens.")
     for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
                         ("--threads", cfg.threads)):
         if value is not None and value < 1:
-            raise InvalidInputError(f"{flag} must be at least 1, got {value}.")
+            raise BenchConfigError(f"{flag} must be at least 1, got {value}.")
     unknown = set(cfg.skip) - set(SECTIONS)
     if unknown:
-        raise InvalidInputError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
+        raise BenchConfigError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
                                 f"{', '.join(SECTIONS)}.")
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.turn import has_role
-from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.errors import ContextError, InputTypeError
 
 if TYPE_CHECKING:
     from mellea_local.core.component import Span
@@ -65,12 +65,12 @@ def pinned_split(ctx: Context, pin_predicate: PinPredicate, who: str) -> tuple[l
     """The history as a list and how many leading entries the predicate pins (checked)."""
     spans = ctx.as_list()
     if spans is None:
-        raise InvalidInputError(
+        raise ContextError(
             f"{who} needs a linear history; {type(ctx).__name__} is not linear."
         )
     pinned = pin_predicate(spans)
     if isinstance(pinned, bool) or not isinstance(pinned, int) or not 0 <= pinned <= len(spans):
-        raise InvalidInputError(
+        raise ContextError(
             f"Pin predicate returned {pinned!r} for {len(spans)} entries; it must return "
             "how many leading entries to pin, an int from 0 to len(spans)."
         )
@@ -85,7 +85,7 @@ class WindowCompactor(InlineCompactor):
 
     def __init__(self, size: int, pin_predicate: PinPredicate = pin_system) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise InvalidInputError(
+            raise ContextError(
                 f"WindowCompactor size must be an int >= 0, got {size!r}; 0 keeps only the "
                 "pinned entries."
             )

@@ -20,7 +20,7 @@ from mellea_local.core.component import Component, Span
 from mellea_local.core.text import component_text, unrenderable
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.core.turn import ChatTurn, has_role
-from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.errors import ContextError, InputTypeError
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class Context(abc.ABC):
         Walks nodes rather than comparing data, so the same object added twice appears twice.
         """
         if last_n is not None and last_n < 0:
-            raise InvalidInputError(f"last_n must be >= 0 or None, got {last_n}.")
+            raise ContextError(f"last_n must be >= 0 or None, got {last_n}.")
         if not self.is_linear():
             return None
         items: list[Span] = []
@@ -204,7 +204,7 @@ class ChatContext(Context):
     ) -> None:
         super().__init__()
         if compactor is not None and window_size is not None:
-            raise InvalidInputError(
+            raise ContextError(
                 "Pass either compactor= or window_size= to ChatContext, not both; for a window "
                 "with a custom pin use compactor=WindowCompactor(size, pin_predicate=...)."
             )
@@ -220,7 +220,7 @@ class ChatContext(Context):
         limit = token_context_length_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit <= 0):
-            raise InvalidInputError(
+            raise ContextError(
                 f"token_context_length_limit must be a positive int (tokens), got {limit!r}."
             )
         self._compactor = compactor
@@ -239,7 +239,7 @@ class ChatContext(Context):
     def _bind_model(self, model_id: Any) -> Self:
         """A copy of this empty context bound to ``model_id`` (the original is unchanged)."""
         if not self.is_root_node:
-            raise InvalidInputError(
+            raise ContextError(
                 "_bind_model() must be called on a root (empty) context; binding a context "
                 "with history would drop it. Build ChatContext(model_id=...) up front."
             )

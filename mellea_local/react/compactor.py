@@ -23,7 +23,7 @@ from mellea_local.core.component import Span
 from mellea_local.core.context import Context, SimpleContext
 from mellea_local.core.sync import run_sync
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.errors import ContextError, InputTypeError
 from mellea_local.messages import Message, ToolMessage
 from mellea_local.react.components import pin_react_initiator
 from mellea_local.rendering.chat import to_chat_messages
@@ -133,16 +133,16 @@ class LLMSummarizeCompactor:
     ) -> None:
         _check_backend(default_backend, "default_backend")
         if isinstance(keep_n, bool) or not isinstance(keep_n, int) or keep_n < 0:
-            raise InvalidInputError(f"keep_n must be an int >= 0, got {keep_n!r}.")
+            raise ContextError(f"keep_n must be an int >= 0, got {keep_n!r}.")
         template = DEFAULT_SUMMARY_PROMPT if prompt_template is None else prompt_template
         if "{conversation}" not in template:
-            raise InvalidInputError(
+            raise ContextError(
                 "prompt_template must contain '{conversation}', where the older turns go."
             )
         try:
             template.format(conversation="")
         except (KeyError, IndexError, ValueError) as exc:
-            raise InvalidInputError(
+            raise ContextError(
                 f"prompt_template is a str.format template with only '{{conversation}}' to "
                 f"fill ({exc!r}); write other literal braces doubled, '{{{{' and '}}}}'."
             ) from exc

@@ -18,8 +18,9 @@ from mellea_local.core.context import ChatContext, Context
 from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.core.tool_call import ModelToolCall
 from mellea_local.errors import (
+    ContextError,
     InputTypeError,
-    InvalidInputError,
+    ReactArgumentError,
     ReactLoopError,
     ToolArgumentsError,
 )
@@ -39,7 +40,7 @@ __all__ = ["react"]
 
 def _check_budget(loop_budget: int) -> None:
     if isinstance(loop_budget, bool) or not isinstance(loop_budget, int) or loop_budget < -1:
-        raise InvalidInputError(
+        raise ReactArgumentError(
             f"loop_budget must be an int >= 0, or -1 for no limit; got {loop_budget!r}."
         )
 
@@ -123,12 +124,12 @@ def _compact(compactor: Any, ctx: ChatContext, initiator: ReactInitiator) -> Cha
             "ctx.with_history(spans))."
         )
     if not any(span is initiator for span in compacted.as_list() or []):
-        raise InvalidInputError(
+        raise ContextError(
             f"{type(compactor).__name__} dropped the ReactInitiator, which holds the goal and "
             "the tools; compose the compactor with pin_react_initiator."
         )
     if _ends_with_user_turn(compacted):
-        raise InvalidInputError(
+        raise ContextError(
             f"{type(compactor).__name__} left the context ending with a user turn, so the "
             "next thought would make two consecutive user turns; keep at least the newest "
             "turn's observations (e.g. a window of size >= 1)."
@@ -177,7 +178,7 @@ async def react(
     initiator = ReactInitiator(goal, [*_as_list(tools), *extra_tools])
     tool_map = initiator.tool_map
     if _ends_with_user_turn(context):
-        raise InvalidInputError(
+        raise ReactArgumentError(
             "The context ends with a user turn and the ReACT goal is another one; strict chat "
             "templates reject two user turns in a row. Put that request into the goal, or pass "
             "a context that ends with an assistant or system turn."

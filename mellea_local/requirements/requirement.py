@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mellea_local.core.blocks import CBlock
 from mellea_local.core.component import Component, Span, TemplateRepresentation
 from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.errors import InputTypeError, InvalidInputError
+from mellea_local.errors import InputTypeError, RequirementDefinitionError
 from mellea_local.inputs import description_of
 from mellea_local.intrinsics.score import REQUIREMENT_CHECK
 from mellea_local.requirements.checking import check_requirements
@@ -99,7 +99,7 @@ class Requirement(Component[bool]):
     def judge_prompt(self, output: str) -> str:
         """The yes/no question a judge model answers about ``output``."""
         if not self.description:
-            raise InvalidInputError(
+            raise RequirementDefinitionError(
                 "A model can only judge a Requirement with a description; give it one or a "
                 "validation_fn."
             )
@@ -167,7 +167,7 @@ class ALoraRequirement(Requirement):
 
     def __init__(self, description: str, intrinsic_name: str | None = REQUIREMENT_CHECK):
         if not isinstance(description, str) or not description.strip():
-            raise InvalidInputError(
+            raise RequirementDefinitionError(
                 f"ALoraRequirement needs a non-empty description, got {description!r:.60}: the "
                 "adapter judges the output against that text. Pass it, e.g. "
                 "ALoraRequirement('The answer is polite.')."
@@ -249,7 +249,7 @@ def simple_validate(
             and isinstance(verdict[1], str)
         ):
             return ValidationResult(verdict[0], reason=verdict[1])
-        raise InvalidInputError(
+        raise RequirementDefinitionError(
             f"A simple_validate function must return a bool or (bool, str), got {verdict!r}."
         )
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .synthetic import PLACES, WORDS, is_all_caps, word_count
-from .tokenizer import (
+from mellea_local.embedded.checks import PLACES, WORDS, is_all_caps, word_count
+from mellea_local.embedded.tokenizer import (
     END_OF_ROLE,
     END_OF_TEXT,
     MARKUP_TOKENS,

@@ -7,9 +7,8 @@ import re
 
 import pytest
 import torch
-
-from mellea_local.embedded import synthetic as S
-from mellea_local.embedded.feature_targets import (
+from embedded_lab import synthetic as S
+from embedded_lab.feature_targets import (
     CLASSES,
     DEPTH_CLASSES,
     FEATURES,

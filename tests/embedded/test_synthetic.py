@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 import torch
+from embedded_lab import synthetic as S
 
 from mellea_local.embedded import build_tokenizer
-from mellea_local.embedded import synthetic as S
 from mellea_local.embedded.corpus import corpus_lines
 
 

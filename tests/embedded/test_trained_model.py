@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from embedded_lab import synthetic as S
 
 from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.bench.accuracy import context_of
 from mellea_local.core.context import ChatContext
-from mellea_local.embedded import synthetic as S
 from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
 from mellea_local.intrinsics.requirement_check import check_outputs
 from mellea_local.messages import Message

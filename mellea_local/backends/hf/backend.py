@@ -1,8 +1,9 @@
 """``LocalHFBackend``: a transformers model on CPU or GPU behind the ``Backend`` interface.
 
-This module only wires the stages together: rendering (context -> token ids), generation (a
-worker thread with KV prefix reuse), parsing (text -> content, thinking, tool calls) and the
-adapters. Each stage lives in its own module.
+This module only wires the stages together: the generation lifecycle is ``ServingBackend``'s
+(``backends/serving.py``: render, start, finish the thunk), the model work is the ``Engine``'s
+(``engine.py``: generation, adapter forwards, the prefix cache), and the adapters' bookkeeping
+is ``adapter_registry``'s. Each stage lives in its own module.
 """
 
 from __future__ import annotations
