@@ -1,8 +1,9 @@
 """Adapters described, not loaded: io.yaml configs, their output rules, and where files live.
 
 - ``io_config``: ``IOConfig``, one adapter's io.yaml parsed and checked;
-- ``transformations``: the ``likelihood`` and ``nest`` output rules, and the one-forward-pass
-  eligibility check (``FastPathSpec``);
+- ``sentences``: sentence markers (splitting, marking, decoding offsets);
+- ``transformations``: the output rules (``likelihood``, ``nest``, ``explode``, ...) and the
+  one-forward-pass eligibility check (``FastPathSpec``);
 - ``library``: resolving a folder, an intrinsic name or a hub source into a ``ResolvedAdapter``;
 - ``catalog``: the pinned hub locations of public intrinsics;
 - ``kinds``: LoRA and aLoRA as two strategy objects (prompting, activation, batching);
@@ -48,9 +49,14 @@ from mellea_local.adapters.loaded import Adapter
 from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.adapters.transformations import (
     RULE_TYPES,
+    DecodeSentencesRule,
+    DropDuplicatesRule,
+    ExplodeRule,
     FastPathSpec,
     LikelihoodRule,
+    MergeSpansRule,
     NestRule,
+    ProjectRule,
     TokenLogprob,
     TransformationRule,
     apply_transformations,
@@ -70,13 +76,18 @@ __all__ = [
     "AdapterRunner",
     "AdapterSource",
     "AloraStrategy",
+    "DecodeSentencesRule",
+    "DropDuplicatesRule",
+    "ExplodeRule",
     "FastPathSpec",
     "HubSource",
     "IOConfig",
     "IntrinsicCatalogEntry",
     "LikelihoodRule",
     "LoraStrategy",
+    "MergeSpansRule",
     "NestRule",
+    "ProjectRule",
     "ResolvedAdapter",
     "TokenLogprob",
     "TokenPrompt",

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from mellea_local.adapters.sentences import MarkedInputs
 from mellea_local.adapters.transformations import (
     Category,
     ConcretePath,
@@ -319,11 +320,15 @@ class IOConfig:
         *,
         value_probs: Mapping[ConcretePath | str, Mapping[Category, float]] | None = None,
         logprobs: Sequence[TokenLogprob] | None = None,
+        sentences: MarkedInputs | None = None,
+        name: str | None = None,
     ) -> Any:
-        """Run this config's rules on the adapter's parsed output (see ``transformations``)."""
+        """Run this config's rules on the adapter's parsed output (see ``transformations``);
+        ``sentences`` is the marked request (``decode_sentences`` reads it), ``name`` the
+        intrinsic's name for error messages (default: the file's ``name`` or its path)."""
         return apply_transformations(
             self.transformations, parsed_json, value_probs=value_probs, logprobs=logprobs,
-            name=self.name or self.source,
+            name=name or self.name or self.source, sentences=sentences,
         )
 
     def check_supported(self) -> None:

@@ -193,14 +193,15 @@ def test_unimplemented_rule_is_refused_at_load_time_with_the_supported_list(tmp_
         "response_format: null\n"
         "transformations:\n"
         "  - {type: nest, input_path: [], field_name: x}\n"
-        "  - {type: explode, input_path: [], target_field: spans}\n",
+        "  - {type: summarise, input_path: [], target_field: spans}\n",
     )
     with pytest.raises(IOConfigError) as info:
         IOConfig.load(path)
     message = str(info.value)
-    assert "'explode'" in message
+    assert "'summarise'" in message
     assert "transformations[1]" in message
-    assert "likelihood, nest" in message
+    assert "decode_sentences, drop_duplicates, explode, likelihood, merge_spans, nest, " \
+        "project" in message
     assert str(path) in message
 
 
