@@ -782,7 +782,7 @@ def fast_path_spec(
     """Return a ``FastPathSpec`` when one forward pass can compute the result, else ``None``.
 
     Eligible: the rules are a ``likelihood`` over one top-level field followed only by
-    ``nest`` rules, and ``response_format`` is an object whose single, required property is
+    ``nest`` and ``project`` rules (they only rename and wrap the score), and ``response_format`` is an object whose single, required property is
     that field, a string ``enum`` whose every value has a category. Anything else needs
     constrained generation, and the reason is logged at debug level.
     """
@@ -799,8 +799,8 @@ def _check_fast_path(
     if not rules or not isinstance(rules[0], LikelihoodRule):
         return "the first transformation is not a likelihood rule"
     likelihood = rules[0]
-    if any(not isinstance(rule, NestRule) for rule in rules[1:]):
-        return "rules other than nest follow the likelihood rule"
+    if any(not isinstance(rule, NestRule | ProjectRule) for rule in rules[1:]):
+        return "rules other than nest and project follow the likelihood rule"
     if len(likelihood.input_path) != 1 or not isinstance(likelihood.input_path[0], str):
         return "the likelihood rule does not target one top-level field"
     field_name = likelihood.input_path[0]

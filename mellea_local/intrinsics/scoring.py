@@ -30,6 +30,7 @@ from mellea_local.adapters import (
     TokenPrompt,
     apply_transformations,
 )
+from mellea_local.adapters.sentences import MarkedInputs
 from mellea_local.errors import IntrinsicOutputError
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import ScoringOptions
@@ -108,27 +109,62 @@ async def score_fast(
 
 async def score_general(
     runner: AdapterRunner, intrinsic: Intrinsic, adapter: Adapter, prompt: TokenPrompt,
-    options: ScoringOptions, *, reuse: bool = True,
+    options: ScoringOptions, *, reuse: bool = True, marked: MarkedInputs | None = None,
 ) -> Any:
-    """The result of one prompt by constrained greedy generation and the io.yaml rules."""
+    """The result of one prompt by constrained greedy generation and the io.yaml rules;
+    ``marked`` is the request's marked texts (for ``decode_sentences``)."""
     io = intrinsic.config
     budget = options.max_new_tokens or int(
         io.parameters.get("max_completion_tokens", DEFAULT_MAX_TOKENS))
     tokens = await runner.generate_with_adapter(
         adapter, prompt.ids, prompt.shared, json_schema=io.response_format_dict(),
         max_new_tokens=budget, top_logprobs=TOP_K, reuse=reuse)
+    if io.logprobs_workaround:
+        tokens = final_channel(tokens)
     text = "".join(t.token for t in tokens)
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise IntrinsicOutputError(
-            f"Adapter {adapter.name!r} did not return JSON within {budget} tokens ({text!r}); "
-            "raise ModelOption.MAX_NEW_TOKENS (or max_completion_tokens in its io.yaml) or "
-            "check that it fits this base model."
+            f"Intrinsic {intrinsic.name!r}: adapter {adapter.name!r} did not return JSON within "
+            f"{budget} tokens ({text[:200]!r}); raise ModelOption.MAX_NEW_TOKENS (or "
+            "max_completion_tokens in its io.yaml) or check that it fits this base model."
         ) from exc
     return apply_transformations(io.transformations, parsed,
                                  logprobs=_at_temperature(tokens, options.temperature),
-                                 name=intrinsic.name)
+                                 name=intrinsic.name, sentences=marked)
+
+
+_CHANNEL, _MESSAGE = "<|channel|>", "<|message|>"
+_CHANNEL_ENDS = frozenset({"<|end|>", "<|return|>", "<|end_of_text|>"})
+
+
+def final_channel(tokens: list[TokenLogprob]) -> list[TokenLogprob]:
+    """The tokens of the last ``<|channel|>final<|message|>`` section (io.yaml
+    ``logprobs_workaround``), up to its end token; all of ``tokens`` when there is none.
+
+    Harmony-format models (gpt-oss) wrap their answer in channels; the JSON the rules read is
+    the final channel's payload. Headers are matched on whole tokens, so text that merely
+    spells ``<|channel|>`` is never taken for the control token.
+    """
+    start = None
+    for i, token in enumerate(tokens):
+        if token.token != _CHANNEL:
+            continue
+        j = i + 1
+        while j < len(tokens) and not tokens[j].token.strip():
+            j += 1
+        if j < len(tokens) and tokens[j].token.strip() == "final":
+            j += 1
+            while j < len(tokens) and not tokens[j].token.strip():
+                j += 1
+            if j < len(tokens) and tokens[j].token == _MESSAGE:
+                start = j + 1
+    if start is None or start >= len(tokens):
+        return tokens
+    end = next((k for k in range(start, len(tokens)) if tokens[k].token in _CHANNEL_ENDS),
+               len(tokens))
+    return tokens[start:end] or tokens
 
 
 def _at_temperature(tokens: list[TokenLogprob], temperature: float) -> list[TokenLogprob]:

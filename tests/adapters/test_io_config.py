@@ -114,11 +114,7 @@ def test_optional_public_keys_are_parsed(tmp_path):
     assert dict(config.sentence_boundaries) == {"last_message": "c", "documents": "d"}
     assert config.docs_as_message == "roles"
     assert config.logprobs_workaround is True
-    with pytest.raises(IOConfigError) as info:
-        config.check_supported()
-    for key in ("sentence_boundaries", "docs_as_message", "logprobs_workaround"):
-        assert key in str(info.value)
-    assert str(config.source) in str(info.value)
+    config.check_supported()  # every key of the public format is implemented
 
 
 def test_config_is_frozen_deeply():
