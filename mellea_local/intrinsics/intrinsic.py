@@ -51,7 +51,17 @@ class IntrinsicSpec:
 LAST_MESSAGE = "last_message"
 """The instruction variable filled from the conversation (the public format's convention)."""
 
-_REGISTRY: dict[str, IntrinsicSpec] = {REQUIREMENT_CHECK: IntrinsicSpec(last_role="assistant")}
+_JUDGES_ANSWER = IntrinsicSpec(last_role="assistant")
+_JUDGES_QUESTION = IntrinsicSpec(last_role="user")
+_REGISTRY: dict[str, IntrinsicSpec] = {
+    REQUIREMENT_CHECK: _JUDGES_ANSWER,
+    # The catalog's intrinsics that read one particular turn (the others read any conversation).
+    **dict.fromkeys(("uncertainty", "context-attribution", "citations",
+                     "hallucination_detection", "factuality-detection",
+                     "factuality-correction"), _JUDGES_ANSWER),
+    **dict.fromkeys(("answerability", "context_relevance", "query_clarification",
+                     "query_rewrite"), _JUDGES_QUESTION),
+}
 _REGISTRY_LOCK = threading.Lock()
 
 
