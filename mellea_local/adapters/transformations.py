@@ -782,8 +782,9 @@ def fast_path_spec(
     """Return a ``FastPathSpec`` when one forward pass can compute the result, else ``None``.
 
     Eligible: the rules are a ``likelihood`` over one top-level field followed only by
-    ``nest`` and ``project`` rules (they only rename and wrap the score), and ``response_format`` is an object whose single, required property is
-    that field, a string ``enum`` whose every value has a category. Anything else needs
+    ``nest`` and ``project`` rules (they only rename and wrap the score), and
+    ``response_format`` is an object whose single, required property is that field, a string
+    ``enum`` whose every value has a category. Anything else needs
     constrained generation, and the reason is logged at debug level.
     """
     found = _check_fast_path(rules, response_format)
