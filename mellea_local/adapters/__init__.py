@@ -65,6 +65,7 @@ from mellea_local.adapters.transformations import (
     TransformationRule,
     apply_transformations,
     fast_path_spec,
+    final_channel,
 )
 
 __all__ = [
@@ -106,6 +107,7 @@ __all__ = [
     "default_library_roots",
     "fast_path_spec",
     "fetch_from_hub",
+    "final_channel",
     "find_in_library",
     "find_run",
     "known_intrinsics",

@@ -35,9 +35,10 @@ from mellea_local.adapters.transformations import (
     TransformationRule,
     apply_transformations,
     fast_path_spec,
+    final_channel,
     parse_transformations,
 )
-from mellea_local.errors import IOConfigError
+from mellea_local.errors import IntrinsicOutputError, IOConfigError
 
 # The public format requires these keys (null is a valid value). ``model`` is required there
 # too, but the published overlays omit it and it means nothing to a local backend, so a
@@ -341,6 +342,58 @@ class IOConfig:
             name=name or self.name or self.source, sentences=sentences,
         )
 
+    def result_from_chat_completion(
+        self, request: Mapping[str, Any], content: str,
+        logprobs: Mapping[str, Any] | None = None, *, name: str | None = None,
+    ) -> Any:
+        """The intrinsic's result from an OpenAI-style exchange, as the public result
+        processor computes it: ``request`` is the chat-completion request after input
+        rewriting (messages with their sentence markers and the instruction turn, documents
+        under ``extra_body.documents`` or in the messages per ``docs_as_message``),
+        ``content`` the model's message text and ``logprobs`` its ``logprobs`` object
+        (``{"content": [{"token", "logprob", "top_logprobs": [...]}]}``).
+
+        For requests rewritten elsewhere (a vLLM server, recorded data); the intrinsic call
+        of this package builds the same evidence itself.
+        """
+        tokens = _token_logprobs(logprobs, self.source) if logprobs is not None else None
+        if self.logprobs_workaround and tokens is not None:
+            trimmed = final_channel(tokens)
+            if trimmed is not tokens:
+                tokens, content = trimmed, "".join(t.token for t in trimmed)
+        try:
+            parsed = json.loads(content)
+        except (json.JSONDecodeError, RecursionError, TypeError) as exc:
+            raise IntrinsicOutputError(
+                f"Intrinsic {name or self.name or self.source!r}: the model output is not JSON "
+                f"({str(content)[:120]!r}); raise max_completion_tokens if it was cut off."
+            ) from exc
+        return self.apply_transformations(parsed, logprobs=tokens, name=name,
+                                          sentences=self._marked_from_request(request))
+
+    def _marked_from_request(self, request: Mapping[str, Any]) -> MarkedInputs | None:
+        if not self.sentence_boundaries:
+            return None
+        messages = [m for m in request.get("messages") or [] if isinstance(m, Mapping)]
+        texts = [m.get("content") if isinstance(m.get("content"), str) else ""
+                 for m in messages]
+        last = -2 if self.instruction is not None else -1
+        docs: list[tuple[str | None, str]] = []
+        if self.docs_as_message == "json" and messages:
+            docs = [(d.get("doc_id"), d.get("text", "")) for d in json.loads(texts[0])]
+        elif self.docs_as_message == "roles":
+            docs = [(str(m.get("role"))[len("document "):], text)
+                    for m, text in zip(messages, texts, strict=True)
+                    if str(m.get("role", "")).startswith("document ")]
+        else:
+            extra = request.get("extra_body") or {}
+            docs = [(d.get("doc_id"), d.get("text", "")) for d in extra.get("documents") or []]
+        return MarkedInputs(
+            self.sentence_boundaries,
+            last_message=texts[last] if len(texts) >= -last else None,
+            documents=tuple(docs), history=tuple(texts[:last]),
+        )
+
     def check_supported(self) -> None:
         """Raise if running the adapter here would silently differ from what the file asks.
 
@@ -380,6 +433,31 @@ class IOConfig:
 
 # --------------------------------------------------------------------------------------------
 # Field parsers
+
+
+def _token_logprobs(logprobs: Mapping[str, Any], source: str) -> list[TokenLogprob]:
+    """OpenAI ``logprobs.content`` entries as ``TokenLogprob`` (checked, not trusted)."""
+    entries = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(entries, list):
+        raise IntrinsicOutputError(
+            f"{source}: logprobs must be an object with a 'content' list, got {logprobs!r:.80}."
+        )
+    tokens = []
+    for i, entry in enumerate(entries):
+        try:
+            tops = tuple((str(t["token"]), float(t["logprob"]))
+                         for t in entry.get("top_logprobs") or ())
+            tokens.append(TokenLogprob(str(entry["token"]), float(entry["logprob"]), tops))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise IntrinsicOutputError(
+                f"{source}: logprobs.content[{i}] is not a token entry ({entry!r:.80})."
+            ) from exc
+        if tokens[-1].logprob > 0 or any(lp > 0 for _, lp in tops):
+            raise IntrinsicOutputError(
+                f"{source}: logprobs.content[{i}] has a positive log-probability; a "
+                "probability cannot exceed 1."
+            )
+    return tokens
 
 
 def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:

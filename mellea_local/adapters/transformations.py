@@ -590,7 +590,8 @@ class DecodeSentencesRule(TransformationRule):
         if not 0 <= number < len(table):
             raise IntrinsicOutputError(
                 f"{where}: sentence number {number} is out of range; the marked "
-                f"{' + '.join(self.source)} hold sentences 0..{len(table) - 1}."
+                f"{' + '.join(self.source)} hold "
+                + (f"sentences 0..{len(table) - 1}." if table else "no sentences.")
             )
         sentence = table[number]
         values = {"begin": sentence.begin, "end": sentence.end, "text": sentence.text,
@@ -714,6 +715,38 @@ def parse_rule(spec: Any, *, where: str) -> TransformationRule:
             f"(supported: {supported}). Use an adapter whose io.yaml needs only these rules."
         )
     return rule_class.from_spec(spec, where=where)
+
+
+_CHANNEL, _MESSAGE = "<|channel|>", "<|message|>"
+_CHANNEL_ENDS = frozenset({"<|end|>", "<|return|>", "<|end_of_text|>"})
+
+
+def final_channel(tokens: Sequence[TokenLogprob]) -> Sequence[TokenLogprob]:
+    """The tokens of the last ``<|channel|>final<|message|>`` section (io.yaml
+    ``logprobs_workaround``), up to its end token; all of ``tokens`` when there is none.
+
+    Harmony-format models (gpt-oss) wrap their answer in channels; the JSON the rules read is
+    the final channel's payload. Headers are matched on whole tokens, so text that merely
+    spells ``<|channel|>`` is never taken for the control token.
+    """
+    start = None
+    for i, token in enumerate(tokens):
+        if token.token != _CHANNEL:
+            continue
+        j = i + 1
+        while j < len(tokens) and not tokens[j].token.strip():
+            j += 1
+        if j < len(tokens) and tokens[j].token.strip() == "final":
+            j += 1
+            while j < len(tokens) and not tokens[j].token.strip():
+                j += 1
+            if j < len(tokens) and tokens[j].token == _MESSAGE:
+                start = j + 1
+    if start is None or start >= len(tokens):
+        return tokens
+    end = next((k for k in range(start, len(tokens)) if tokens[k].token in _CHANNEL_ENDS),
+               len(tokens))
+    return list(tokens[start:end]) or tokens
 
 
 def apply_transformations(

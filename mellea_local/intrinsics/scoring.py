@@ -29,6 +29,7 @@ from mellea_local.adapters import (
     TokenLogprob,
     TokenPrompt,
     apply_transformations,
+    final_channel,
 )
 from mellea_local.adapters.sentences import MarkedInputs
 from mellea_local.errors import IntrinsicOutputError
@@ -120,7 +121,7 @@ async def score_general(
         adapter, prompt.ids, prompt.shared, json_schema=io.response_format_dict(),
         max_new_tokens=budget, top_logprobs=TOP_K, reuse=reuse)
     if io.logprobs_workaround:
-        tokens = final_channel(tokens)
+        tokens = list(final_channel(tokens))
     text = "".join(t.token for t in tokens)
     try:
         parsed = json.loads(text)
@@ -133,38 +134,6 @@ async def score_general(
     return apply_transformations(io.transformations, parsed,
                                  logprobs=_at_temperature(tokens, options.temperature),
                                  name=intrinsic.name, sentences=marked)
-
-
-_CHANNEL, _MESSAGE = "<|channel|>", "<|message|>"
-_CHANNEL_ENDS = frozenset({"<|end|>", "<|return|>", "<|end_of_text|>"})
-
-
-def final_channel(tokens: list[TokenLogprob]) -> list[TokenLogprob]:
-    """The tokens of the last ``<|channel|>final<|message|>`` section (io.yaml
-    ``logprobs_workaround``), up to its end token; all of ``tokens`` when there is none.
-
-    Harmony-format models (gpt-oss) wrap their answer in channels; the JSON the rules read is
-    the final channel's payload. Headers are matched on whole tokens, so text that merely
-    spells ``<|channel|>`` is never taken for the control token.
-    """
-    start = None
-    for i, token in enumerate(tokens):
-        if token.token != _CHANNEL:
-            continue
-        j = i + 1
-        while j < len(tokens) and not tokens[j].token.strip():
-            j += 1
-        if j < len(tokens) and tokens[j].token.strip() == "final":
-            j += 1
-            while j < len(tokens) and not tokens[j].token.strip():
-                j += 1
-            if j < len(tokens) and tokens[j].token == _MESSAGE:
-                start = j + 1
-    if start is None or start >= len(tokens):
-        return tokens
-    end = next((k for k in range(start, len(tokens)) if tokens[k].token in _CHANNEL_ENDS),
-               len(tokens))
-    return tokens[start:end] or tokens
 
 
 def _at_temperature(tokens: list[TokenLogprob], temperature: float) -> list[TokenLogprob]:

@@ -8,8 +8,8 @@ import pytest
 
 from mellea_local.adapters import IOConfig, TokenLogprob
 from mellea_local.adapters.io_config import load_yaml_text
+from mellea_local.adapters.transformations import final_channel
 from mellea_local.errors import IOConfigError
-from mellea_local.intrinsics.scoring import final_channel
 
 ENUM = '{"type": "object", "properties": {"score": {"type": "string", "enum": ["yes", "no"]}}, ' \
     '"required": ["score"]}'

@@ -218,3 +218,45 @@ def test_merge_spans_refuses_malformed_spans(raw: object, bad: str) -> None:
 def test_bad_rule_options_are_refused_at_load(rule: dict, message: str) -> None:
     with pytest.raises(IOConfigError, match=message):
         IOConfig.from_dict({"response_format": None, "transformations": [rule]}, source="x")
+
+
+# --- OpenAI-style exchanges (the shape of recorded requests and model outputs) --------------
+
+
+def test_citations_from_a_rewritten_chat_completion_request() -> None:
+    cfg = config("citations")
+    inputs = marked(cfg)
+    request = {
+        "messages": [{"role": "user", "content": "When do owls hunt?"},
+                     {"role": "assistant", "content": inputs.last_message},
+                     {"role": "user", "content": cfg.instruction}],
+        "extra_body": {"documents": [{"doc_id": d, "text": t} for d, t in inputs.documents]},
+    }
+    content = ' [{"r": 0, "c": [1, 1]}, {"r": 1, "c": [2]}]'
+    result = cfg.result_from_chat_completion(request, content)
+    assert [(r["response_text"], r["citation_doc_id"], r["citation_text"]) for r in result] == [
+        ("Owls hunt at night. ", "a", "Most owls hunt small mammals."),
+        ("They see well in the dark.", "b", "Owls have large eyes. ")]
+
+
+def test_certainty_from_openai_logprobs() -> None:
+    cfg = config("uncertainty")
+    pieces = ['{"', "score", '":', ' "', "3", '"}']
+    logprobs = {"content": [
+        {"token": p, "logprob": math.log(0.5) if p == "3" else 0.0,
+         "top_logprobs": ([{"token": "3", "logprob": math.log(0.5)},
+                           {"token": "4", "logprob": math.log(0.25)}] if p == "3" else [])}
+        for p in pieces]}
+    result = cfg.result_from_chat_completion({"messages": []}, "".join(pieces), logprobs)
+    assert result == {"certainty": pytest.approx((0.5 * 0.35 + 0.25 * 0.45) / 0.75)}
+
+
+@pytest.mark.parametrize(("content", "logprobs", "message"), [
+    ('[{"r": 0, "c": [1', None, "not JSON"),
+    ('{"score": "3"}', {"content": [{"token": "x", "logprob": 0.5}]}, "positive"),
+    ('{"score": "3"}', {"content": [{"logprob": -1.0}]}, "not a token entry"),
+])
+def test_bad_exchanges_are_typed_errors(content: str, logprobs: object, message: str) -> None:
+    cfg = config("uncertainty")
+    with pytest.raises(IntrinsicOutputError, match=message):
+        cfg.result_from_chat_completion({"messages": []}, content, logprobs)
