@@ -240,3 +240,17 @@ def test_out_of_range_sentence_number_is_a_typed_error_and_the_backend_stays_usa
     with pytest.raises(IntrinsicOutputError, match=r"'bad-citations'.*sentence number 7"):
         intrinsic(backend, "bad-citations", conversation().add(turn))
     assert 0.0 <= core.check_certainty(answered(), backend) <= 1.0
+
+
+def test_images_are_refused_as_in_generation(backend) -> None:
+    from mellea_local.core.blocks import ImageBlock
+    from mellea_local.errors import UnsupportedInputError
+
+    png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAAB"
+           "JRU5ErkJggg==")
+    ctx = ChatContext().add(Message("user", "What is this?", images=[ImageBlock(png)]))
+    with pytest.raises(UnsupportedInputError, match="images"):
+        rag.rewrite_question(None, ctx, backend)
+    ctx = ctx.add(Message("assistant", RESPONSE))
+    with pytest.raises(UnsupportedInputError, match="images"):
+        core.requirement_check(ctx, backend, "Be brief.")
