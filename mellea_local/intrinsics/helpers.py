@@ -15,6 +15,7 @@ from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.errors import AdapterSchemaMismatchError, InputTypeError, IntrinsicInputError
 from mellea_local.intrinsics.call import aintrinsic
 from mellea_local.messages import Document, Message
+from mellea_local.rendering.prompt import check_text_only
 
 
 def coerce_documents(documents: Iterable[str | Document] | None, *, auto_doc_id: bool,
@@ -68,6 +69,9 @@ def resolve_turn(text: str | None, context: Context, role: str, what: str
         return text, context
     found = _text_of(context.node_data)
     previous = context.previous_node
+    if found is not None and isinstance(context.node_data, Message):
+        # The turn is rebuilt from its text, so what only the message carries would be lost.
+        check_text_only([context.node_data], "an intrinsic adapter")
     if found is None or found[0] != role or previous is None:
         raise IntrinsicInputError(
             f"{what} is None, so it is read from the context's last turn, but that is not a "
