@@ -131,12 +131,16 @@ class MarkedInputs:
                 table.extend(unmark(self.last_message, tag, len(table), where=where))
             elif source == "documents":
                 for doc_id, text in self.documents:
+                    if not text.strip():
+                        continue  # an empty text has no sentences, so no marker
                     table.extend(
                         Sentence(s.begin, s.end, s.text, document_id=doc_id)
                         for s in unmark(text, tag, len(table), where=f"{where} (document "
                                         f"{doc_id!r})"))
             else:
                 for index, text in enumerate(self.history):
+                    if not text.strip():
+                        continue  # e.g. an assistant turn holding only tool calls
                     table.extend(
                         Sentence(s.begin, s.end, s.text, message_index=index)
                         for s in unmark(text, tag, len(table), where=f"{where} (message "

@@ -260,3 +260,18 @@ def test_bad_exchanges_are_typed_errors(content: str, logprobs: object, message:
     cfg = config("uncertainty")
     with pytest.raises(IntrinsicOutputError, match=message):
         cfg.result_from_chat_completion({"messages": []}, content, logprobs)
+
+
+def test_empty_documents_and_turns_hold_no_sentences() -> None:
+    cfg = config("context-attribution")
+    history = ["Tell me about owls.", "", "When do they hunt?"]
+    docs, following = mark_sentences(["", "Owls hunt at night."], "c")
+    past, _ = mark_sentences(history, "c", following)
+    assert docs[0] == "" and past[1] == ""
+    inputs = MarkedInputs(cfg.sentence_boundaries,
+                          last_message=mark_sentences([RESPONSE], "r")[0][0],
+                          documents=(("e", docs[0]), ("o", docs[1])), history=tuple(past))
+    result = cfg.apply_transformations([{"r": 0, "c": [0, 2]}], sentences=inputs)
+    assert [(r["attribution_doc_id"], r["attribution_msg_index"], r["attribution_text"])
+            for r in result] == [("o", None, "Owls hunt at night."),
+                                 (None, 2, "When do they hunt?")]
