@@ -1,8 +1,9 @@
 """Adapters described, not loaded: io.yaml configs, their output rules, and where files live.
 
 - ``io_config``: ``IOConfig``, one adapter's io.yaml parsed and checked;
-- ``transformations``: the ``likelihood`` and ``nest`` output rules, and the one-forward-pass
-  eligibility check (``FastPathSpec``);
+- ``sentences``: sentence markers (splitting, marking, decoding offsets);
+- ``transformations``: the output rules (``likelihood``, ``nest``, ``explode``, ...) and the
+  one-forward-pass eligibility check (``FastPathSpec``);
 - ``library``: resolving a folder, an intrinsic name or a hub source into a ``ResolvedAdapter``;
 - ``catalog``: the pinned hub locations of public intrinsics;
 - ``kinds``: LoRA and aLoRA as two strategy objects (prompting, activation, batching);
@@ -16,6 +17,10 @@ from mellea_local.adapters.catalog import (
     CATALOG,
     GRANITELIB_CORE_REPO,
     GRANITELIB_CORE_REVISION,
+    GRANITELIB_GUARDIAN_REPO,
+    GRANITELIB_GUARDIAN_REVISION,
+    GRANITELIB_RAG_REPO,
+    GRANITELIB_RAG_REVISION,
     REQUIREMENT_CHECK_IO_YAML,
     IntrinsicCatalogEntry,
     catalog_entry,
@@ -48,19 +53,29 @@ from mellea_local.adapters.loaded import Adapter
 from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.adapters.transformations import (
     RULE_TYPES,
+    DecodeSentencesRule,
+    DropDuplicatesRule,
+    ExplodeRule,
     FastPathSpec,
     LikelihoodRule,
+    MergeSpansRule,
     NestRule,
+    ProjectRule,
     TokenLogprob,
     TransformationRule,
     apply_transformations,
     fast_path_spec,
+    final_channel,
 )
 
 __all__ = [
     "CATALOG",
     "GRANITELIB_CORE_REPO",
     "GRANITELIB_CORE_REVISION",
+    "GRANITELIB_GUARDIAN_REPO",
+    "GRANITELIB_GUARDIAN_REVISION",
+    "GRANITELIB_RAG_REPO",
+    "GRANITELIB_RAG_REVISION",
     "REQUIREMENT_CHECK_IO_YAML",
     "RULE_TYPES",
     "STRATEGIES",
@@ -70,13 +85,18 @@ __all__ = [
     "AdapterRunner",
     "AdapterSource",
     "AloraStrategy",
+    "DecodeSentencesRule",
+    "DropDuplicatesRule",
+    "ExplodeRule",
     "FastPathSpec",
     "HubSource",
     "IOConfig",
     "IntrinsicCatalogEntry",
     "LikelihoodRule",
     "LoraStrategy",
+    "MergeSpansRule",
     "NestRule",
+    "ProjectRule",
     "ResolvedAdapter",
     "TokenLogprob",
     "TokenPrompt",
@@ -87,6 +107,7 @@ __all__ = [
     "default_library_roots",
     "fast_path_spec",
     "fetch_from_hub",
+    "final_channel",
     "find_in_library",
     "find_run",
     "known_intrinsics",

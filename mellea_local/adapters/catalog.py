@@ -1,5 +1,8 @@
 """Where the public intrinsic adapters live on the Hugging Face hub, pinned to exact commits.
 
+The 13 intrinsics of IBM's granitelib-core, -rag and -guardian libraries, under the names and
+at the commits the peer (mellea 0.8) uses, so both load byte-identical adapters.
+
 A catalog entry names a hub repository laid out as ``<intrinsic>/<base-model>/<lora|alora>/``
 and the commit to read it at. The revision is always a full 40-hex commit SHA, never a branch:
 ``main`` moves, and an adapter that changes under a deployed program changes its verdicts.
@@ -26,6 +29,18 @@ GRANITELIB_CORE_REVISION = "d0a2a96a4cd07e96f0fe7ca29a42bfe088299d43"
 """The commit of ``GRANITELIB_CORE_REPO`` we read. It is the peer's pin (mellea
 ``backends/adapters/catalog.py``: ``_CORE_R1_SHA``, "main @ 2026-05-26"), so both libraries
 load byte-identical adapters. Move it only together with a check of the new io.yaml files."""
+
+GRANITELIB_RAG_REPO = "ibm-granite/granitelib-rag-r1.0"
+"""IBM's RAG intrinsics library (answerability, citations, hallucination detection, ...)."""
+
+GRANITELIB_RAG_REVISION = "2f0b2c79c6731068625aca8045c2eb2e8912b353"
+"""The peer's pin of ``GRANITELIB_RAG_REPO`` (``_RAG_SHA``, "main @ 2026-05-26")."""
+
+GRANITELIB_GUARDIAN_REPO = "ibm-granite/granitelib-guardian-r1.0"
+"""IBM's guardian intrinsics library (policy guardrails, guardian-core, factuality)."""
+
+GRANITELIB_GUARDIAN_REVISION = "773b254e98f993a605ec4b6259634906e0e64e8e"
+"""The peer's pin of ``GRANITELIB_GUARDIAN_REPO`` (``_GUARDIAN_SHA``, "main @ 2026-05-26")."""
 
 REQUIREMENT_CHECK_IO_YAML = Path(__file__).with_name("requirement_check_io.yaml")
 """The requirement-check io.yaml in the public format, to copy into an adapter folder you
@@ -79,21 +94,44 @@ class IntrinsicCatalogEntry:
             )
 
 
+def _entries() -> tuple[IntrinsicCatalogEntry, ...]:
+    core = (GRANITELIB_CORE_REPO, GRANITELIB_CORE_REVISION)
+    rag = (GRANITELIB_RAG_REPO, GRANITELIB_RAG_REVISION)
+    guardian = (GRANITELIB_GUARDIAN_REPO, GRANITELIB_GUARDIAN_REVISION)
+    table = (
+        (REQUIREMENT_CHECK, core, "Scores whether the last assistant turn meets a requirement: "
+         '{"requirement_check": {"score": p}}, met when p > 0.5.'),
+        ("uncertainty", core, 'Certainty of the last assistant turn: {"certainty": p}.'),
+        ("context-attribution", core, "Which document sentences and earlier messages each "
+         "sentence of the last assistant turn drew on: records with character spans."),
+        ("answerability", rag, "Whether the documents answer the last user question: "
+         '{"answerability": "answerable" | "unanswerable"}.'),
+        ("citations", rag, "Document sentences each sentence of the last assistant turn cites: "
+         "records with character spans."),
+        ("context_relevance", rag, "Deprecated upstream (Granite 4.0 only): whether a document "
+         'is relevant to the last user question: {"context_relevance": label}.'),
+        ("hallucination_detection", rag, "Per sentence of the last assistant turn, whether the "
+         "documents support it, with an explanation: records with character spans."),
+        ("query_clarification", rag, "A clarifying question for an ambiguous last user "
+         'question, or "CLEAR": {"clarification": text}.'),
+        ("query_rewrite", rag, "The last user question rewritten to stand alone: "
+         '{"rewritten_question": text}.'),
+        ("policy-guardrails", guardian, "Whether the conversation complies with a policy: "
+         '{"label": "Yes" | "No" | "Ambiguous"}.'),
+        ("guardian-core", guardian, "Risk of a turn under a criterion: "
+         '{"guardian": {"score": p}}.'),
+        ("factuality-detection", guardian, "Whether the last assistant turn is factually "
+         'incorrect given the documents: {"score": "yes" | "no"}.'),
+        ("factuality-correction", guardian, "The last assistant turn corrected against the "
+         'documents: {"correction": text}.'),
+    )
+    return tuple(IntrinsicCatalogEntry(name=name, repo_id=repo, revision=revision,
+                                       description=description)
+                 for name, (repo, revision), description in table)
+
+
 CATALOG: Mapping[str, IntrinsicCatalogEntry] = MappingProxyType(
-    {
-        entry.name: entry
-        for entry in (
-            IntrinsicCatalogEntry(
-                name=REQUIREMENT_CHECK,
-                repo_id=GRANITELIB_CORE_REPO,
-                revision=GRANITELIB_CORE_REVISION,
-                description=(
-                    "Scores whether the last assistant turn meets a requirement: "
-                    '{"requirement_check": {"score": p}}, met when p > 0.5.'
-                ),
-            ),
-        )
-    }
+    {entry.name: entry for entry in _entries()}
 )
 """Intrinsics that can be fetched from the hub when no local library holds them."""
 

@@ -5,7 +5,8 @@ io.yaml is the public format of IBM's intrinsics libraries (granite-common's
 before calling the adapter (``instruction``), how to constrain its output
 (``response_format``), which generation parameters it was trained with, and how to turn its raw
 JSON into the intrinsic's result (``transformations``). Unknown keys and unimplemented rules
-are refused at load time, naming the file, because a skipped setting changes results silently.
+are refused at load time, naming the file, because a skipped setting changes results silently;
+so are schemas and rules that disagree (``_check_meaning``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,18 +24,21 @@ from typing import Any
 
 import yaml
 
+from mellea_local.adapters.sentences import SENTENCE_SOURCES, MarkedInputs
 from mellea_local.adapters.transformations import (
     Category,
     ConcretePath,
+    DecodeSentencesRule,
     FastPathSpec,
     LikelihoodRule,
     TokenLogprob,
     TransformationRule,
     apply_transformations,
     fast_path_spec,
+    final_channel,
     parse_transformations,
 )
-from mellea_local.errors import IOConfigError
+from mellea_local.errors import IntrinsicOutputError, IOConfigError
 
 # The public format requires these keys (null is a valid value). ``model`` is required there
 # too, but the published overlays omit it and it means nothing to a local backend, so a
@@ -44,6 +49,10 @@ _OPTIONAL_KEYS = (
     "logprobs_workaround", "name",
 )
 _DOCS_AS_MESSAGE_MODES = ("string", "json", "roles")
+
+APPLIED_PARAMETERS = ("max_completion_tokens", "temperature")
+"""The io.yaml ``parameters`` an intrinsic call applies: the general path's token budget and
+the temperature probabilities are read at (a call's options override both)."""
 
 MAX_IO_YAML_BYTES = 1 << 20
 """The largest io.yaml read (1 MiB); the published files are about 2 KB."""
@@ -173,22 +182,22 @@ class IOConfig:
     sentence_boundaries: Mapping[str, str] | None = field(
         default=None,
         metadata={
-            "help": "Where to insert sentence markers (location -> tag, e.g. last_message: c). "
-            "Parsed but not implemented: see ``check_supported``."
+            "help": "Where to insert sentence markers (location -> tag, e.g. last_message: r, "
+            "documents: c); see ``mellea_local.intrinsics.rewrite``."
         },
     )
     docs_as_message: str | None = field(
         default=None,
         metadata={
-            "help": "How documents move into the messages: 'string', 'json' or 'roles'. Parsed "
-            "but not implemented: see ``check_supported``."
+            "help": "How documents move into the messages: 'string', 'json' or 'roles'; null: "
+            "to the chat template's documents (see ``mellea_local.intrinsics.rewrite``)."
         },
     )
     logprobs_workaround: bool | None = field(
         default=None,
         metadata={
-            "help": "Rebuild the output from logprob tokens (a server-side workaround). Parsed "
-            "but not implemented: see ``check_supported``."
+            "help": "Read the output from the final channel of the generated tokens (Harmony "
+            "models such as gpt-oss); see ``intrinsics.scoring.final_channel``."
         },
     )
     name: str | None = field(
@@ -252,11 +261,14 @@ class IOConfig:
         instruction = _optional_str(data, "instruction", source)
         if instruction is not None:
             _template_fields(instruction, source)  # refuse a bad template now, not per call
+        response_format = _parse_response_format(data["response_format"], source)
+        transformations = parse_transformations(data["transformations"], where=source)
+        _check_meaning(response_format, transformations, source)
         return cls(
             source=source,
             model=_optional_str(data, "model", source),
-            response_format=_parse_response_format(data["response_format"], source),
-            transformations=parse_transformations(data["transformations"], where=source),
+            response_format=response_format,
+            transformations=transformations,
             instruction=instruction,
             parameters=_parse_parameters(data.get("parameters"), source),
             sentence_boundaries=_parse_sentence_boundaries(data.get("sentence_boundaries"), source),
@@ -319,33 +331,133 @@ class IOConfig:
         *,
         value_probs: Mapping[ConcretePath | str, Mapping[Category, float]] | None = None,
         logprobs: Sequence[TokenLogprob] | None = None,
+        sentences: MarkedInputs | None = None,
+        name: str | None = None,
     ) -> Any:
-        """Run this config's rules on the adapter's parsed output (see ``transformations``)."""
+        """Run this config's rules on the adapter's parsed output (see ``transformations``);
+        ``sentences`` is the marked request (``decode_sentences`` reads it), ``name`` the
+        intrinsic's name for error messages (default: the file's ``name`` or its path)."""
         return apply_transformations(
             self.transformations, parsed_json, value_probs=value_probs, logprobs=logprobs,
-            name=self.name or self.source,
+            name=name or self.name or self.source, sentences=sentences,
+        )
+
+    def result_from_chat_completion(
+        self, request: Mapping[str, Any], content: str,
+        logprobs: Mapping[str, Any] | None = None, *, name: str | None = None,
+    ) -> Any:
+        """The intrinsic's result from an OpenAI-style exchange, as the public result
+        processor computes it: ``request`` is the chat-completion request after input
+        rewriting (messages with their sentence markers and the instruction turn, documents
+        under ``extra_body.documents`` or in the messages per ``docs_as_message``),
+        ``content`` the model's message text and ``logprobs`` its ``logprobs`` object
+        (``{"content": [{"token", "logprob", "top_logprobs": [...]}]}``).
+
+        For requests rewritten elsewhere (a vLLM server, recorded data); the intrinsic call
+        of this package builds the same evidence itself.
+        """
+        tokens = _token_logprobs(logprobs, self.source) if logprobs is not None else None
+        if self.logprobs_workaround and tokens is not None:
+            trimmed = final_channel(tokens)
+            if trimmed is not tokens:
+                tokens, content = trimmed, "".join(t.token for t in trimmed)
+        try:
+            parsed = json.loads(content)
+        except (json.JSONDecodeError, RecursionError, TypeError) as exc:
+            raise IntrinsicOutputError(
+                f"Intrinsic {name or self.name or self.source!r}: the model output is not JSON "
+                f"({str(content)[:120]!r}); raise max_completion_tokens if it was cut off."
+            ) from exc
+        return self.apply_transformations(parsed, logprobs=tokens, name=name,
+                                          sentences=self._marked_from_request(request))
+
+    def _marked_from_request(self, request: Mapping[str, Any]) -> MarkedInputs | None:
+        if not self.sentence_boundaries:
+            return None
+        messages = [m for m in request.get("messages") or [] if isinstance(m, Mapping)]
+        texts = [m.get("content") if isinstance(m.get("content"), str) else ""
+                 for m in messages]
+        last = -2 if self.instruction is not None else -1
+        docs: list[tuple[str | None, str]] = []
+        if self.docs_as_message == "json" and messages:
+            docs = [(d.get("doc_id"), d.get("text", "")) for d in json.loads(texts[0])]
+        elif self.docs_as_message == "roles":
+            docs = [(str(m.get("role"))[len("document "):], text)
+                    for m, text in zip(messages, texts, strict=True)
+                    if str(m.get("role", "")).startswith("document ")]
+        else:
+            extra = request.get("extra_body") or {}
+            docs = [(d.get("doc_id"), d.get("text", "")) for d in extra.get("documents") or []]
+        return MarkedInputs(
+            self.sentence_boundaries,
+            last_message=texts[last] if len(texts) >= -last else None,
+            documents=tuple(docs), history=tuple(texts[:last]),
         )
 
     def check_supported(self) -> None:
-        """Raise if the file relies on input processing this package does not implement.
+        """Raise if running the adapter here would silently differ from what the file asks.
 
-        ``sentence_boundaries``, ``docs_as_message`` and ``logprobs_workaround`` change what
-        the adapter sees or how its output is read; running without them would give results
-        that look valid and are not, so a backend calls this before using the adapter.
+        Every key of the public format is implemented; what is refused is what nothing here
+        would apply: ``parameters`` other than ``max_completion_tokens`` and ``temperature``,
+        a ``decode_sentences`` rule reading a location that ``sentence_boundaries`` does not
+        mark, and document sentences decoded from ``docs_as_message: string`` (the labelled
+        text cannot be split back into documents). A backend calls this before using the
+        adapter; each refusal names the key and the fix.
         """
-        used = [
-            key for key in ("sentence_boundaries", "docs_as_message", "logprobs_workaround")
-            if getattr(self, key)
-        ]
-        if used:
+        unapplied = sorted(set(self.parameters) - set(APPLIED_PARAMETERS))
+        if unapplied:
             raise IOConfigError(
-                f"{self.source}: sets {used}, which mellea_local does not implement; this "
-                "adapter cannot be run faithfully here. Use an adapter that does not need them."
+                f"{self.source}: parameters {unapplied} are not applied by mellea_local (an "
+                "intrinsic decodes greedily and reads probabilities); only "
+                f"{list(APPLIED_PARAMETERS)} are. Remove them, or they would be ignored "
+                "silently."
             )
+        tags = self.sentence_boundaries or {}
+        for rule in self.transformations or ():
+            if not isinstance(rule, DecodeSentencesRule):
+                continue
+            untagged = [source for source in rule.source if not tags.get(source)]
+            if untagged:
+                raise IOConfigError(
+                    f"{self.source}: a decode_sentences rule reads {untagged}, but "
+                    "sentence_boundaries marks no sentences there; add a tag for "
+                    + ", ".join(untagged) + " to sentence_boundaries."
+                )
+            if "documents" in rule.source and self.docs_as_message == "string":
+                raise IOConfigError(
+                    f"{self.source}: document sentences cannot be decoded when "
+                    "docs_as_message is 'string' (the documents become one labelled text); "
+                    "use 'json' or 'roles'."
+                )
 
 
 # --------------------------------------------------------------------------------------------
 # Field parsers
+
+
+def _token_logprobs(logprobs: Mapping[str, Any], source: str) -> list[TokenLogprob]:
+    """OpenAI ``logprobs.content`` entries as ``TokenLogprob`` (checked, not trusted)."""
+    entries = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(entries, list):
+        raise IntrinsicOutputError(
+            f"{source}: logprobs must be an object with a 'content' list, got {logprobs!r:.80}."
+        )
+    tokens = []
+    for i, entry in enumerate(entries):
+        try:
+            tops = tuple((str(t["token"]), float(t["logprob"]))
+                         for t in entry.get("top_logprobs") or ())
+            tokens.append(TokenLogprob(str(entry["token"]), float(entry["logprob"]), tops))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise IntrinsicOutputError(
+                f"{source}: logprobs.content[{i}] is not a token entry ({entry!r:.80})."
+            ) from exc
+        if tokens[-1].logprob > 0 or any(lp > 0 for _, lp in tops):
+            raise IntrinsicOutputError(
+                f"{source}: logprobs.content[{i}] has a positive log-probability; a "
+                "probability cannot exceed 1."
+            )
+    return tokens
 
 
 def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:
@@ -414,13 +526,122 @@ def _parse_sentence_boundaries(raw: Any, source: str) -> Mapping[str, str] | Non
     if raw is None:
         return None
     if not isinstance(raw, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in raw.items()
     ):
         raise IOConfigError(
             f"{source}: 'sentence_boundaries' must map locations (last_message, documents, ...) "
             f"to tag strings, not {raw!r}."
         )
+    unknown = sorted(set(raw) - set(SENTENCE_SOURCES))
+    if unknown:
+        raise IOConfigError(
+            f"{source}: sentence_boundaries names location(s) {unknown}; the locations are "
+            f"{list(SENTENCE_SOURCES)}."
+        )
+    for location, tag in raw.items():
+        if tag is not None and not _TAG.fullmatch(tag):
+            raise IOConfigError(
+                f"{source}: sentence_boundaries.{location} is {tag!r}; a tag is letters or "
+                "'_' (it becomes the marker '<' + tag + number + '>'), e.g. 'c'."
+            )
     return MappingProxyType(dict(raw))
+
+
+_TAG = re.compile(r"[A-Za-z_]+")
+
+
+def _check_meaning(
+    schema: Mapping[str, Any] | None, rules: Sequence[TransformationRule] | None, source: str
+) -> None:
+    """Refuse an io.yaml whose schema and rules disagree in a way that changes results
+    silently: a ``required`` property the schema does not define, a likelihood category the
+    output can never hold (YAML 1.1 reads an unquoted yes/no/on/off as a boolean and 1 as an
+    integer, which never equal the strings of a string enum), an empty category, or two
+    categories one of which begins the other (a token starting both is counted for the first).
+    """
+    if schema is not None:
+        _check_required(schema, source, "response_format")
+    for rule in rules or ():
+        if not isinstance(rule, LikelihoodRule):
+            continue
+        categories = list(rule.categories_to_values)
+        where = f"{source}: the likelihood rule at {list(rule.input_path)}"
+        texts = [c if isinstance(c, str) else json.dumps(c) for c in categories]
+        if "" in texts:
+            raise IOConfigError(f"{where} has an empty category; every label needs text.")
+        for i, a in enumerate(texts):
+            for j, b in enumerate(texts):
+                if i != j and b.startswith(a) and isinstance(categories[i], str) == isinstance(
+                        categories[j], str):
+                    raise IOConfigError(
+                        f"{where}: category {categories[i]!r} begins category "
+                        f"{categories[j]!r}, so their first tokens cannot be told apart; "
+                        "use labels where none is a prefix of another."
+                    )
+        node = _schema_at(schema, rule.input_path) if schema is not None else None
+        enum = node.get("enum") if isinstance(node, Mapping) else None
+        if enum is None:
+            continue
+        foreign = [c for c in categories
+                   if not any(type(c) is type(v) and c == v for v in enum)]
+        if foreign:
+            hint = (" (YAML 1.1 reads unquoted yes/no/true/false/on/off as booleans and digits "
+                    "as integers: quote them)" if any(not isinstance(c, str) for c in foreign)
+                    and all(isinstance(v, str) for v in enum) else "")
+            raise IOConfigError(
+                f"{where} has categories {foreign} that the response_format enum "
+                f"{list(enum)} can never produce{hint}; every category must be an enum value."
+            )
+
+
+def _schema_at(schema: Mapping[str, Any], path: Sequence[Any]) -> Mapping[str, Any] | None:
+    """The sub-schema at ``path`` (object properties, array items, local $refs), or None."""
+    node = _resolve_ref(schema, schema)
+    for element in path:
+        if not isinstance(node, Mapping):
+            return None
+        if isinstance(element, str):
+            props = node.get("properties")
+            node = props.get(element) if isinstance(props, Mapping) else None
+        else:  # an index or a wildcard: the items of an array
+            node = node.get("items")
+        node = _resolve_ref(schema, node)
+    return node if isinstance(node, Mapping) else None
+
+
+def _resolve_ref(schema: Mapping[str, Any], node: Any) -> Any:
+    for _ in range(MAX_IO_YAML_DEPTH):
+        ref = node.get("$ref") if isinstance(node, Mapping) else None
+        if not (isinstance(ref, str) and ref.startswith("#/")):
+            return node
+        node = schema
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, Mapping) else None
+    return None
+
+
+def _check_required(schema: Mapping[str, Any], source: str, where: str) -> None:
+    stack: list[tuple[Any, str]] = [(schema, where)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, Mapping):
+            required = node.get("required")
+            props = node.get("properties")
+            if required is not None:
+                if not isinstance(required, list | tuple) or not all(
+                        isinstance(r, str) for r in required):
+                    raise IOConfigError(f"{source}: {at}.required must be a list of names.")
+                undefined = [r for r in required
+                             if not isinstance(props, Mapping) or r not in props]
+                if undefined and (isinstance(props, Mapping)
+                                  or node.get("additionalProperties") is False):
+                    raise IOConfigError(
+                        f"{source}: {at} requires {undefined}, which its 'properties' do not "
+                        "define; fix the name or define the property."
+                    )
+            stack.extend((v, f"{at}.{k}") for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(node))
 
 
 def _parse_docs_as_message(raw: Any, source: str) -> str | None:

@@ -2,9 +2,13 @@
 
 Each rule type is a small frozen object behind one interface (``from_spec`` builds it from its
 io.yaml entry, ``apply`` runs it on the output), so running a rule list is one loop with no
-branch per type - the way PEFT keeps its LoRA variants. Only ``likelihood`` and ``nest`` are
-implemented. Any other type is refused when the io.yaml is loaded: a rule that is skipped at
-run time would hand back a silently different result.
+branch per type - the way PEFT keeps its LoRA variants. Every rule type of the public format is
+implemented: ``likelihood``, ``nest``, ``explode``, ``decode_sentences``, ``drop_duplicates``,
+``project`` and ``merge_spans``, run in io.yaml order. Any other type is refused when the
+io.yaml is loaded: a rule that is skipped at run time would hand back a silently different
+result. Model output a rule cannot read (a bad sentence number, a record without the field the
+rule needs) raises ``IntrinsicOutputError`` naming the intrinsic and the value; nothing is
+dropped silently.
 
 ``likelihood`` takes its evidence from one of two places:
 
@@ -31,6 +35,7 @@ from json.scanner import NUMBER_RE
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
+from mellea_local.adapters.sentences import SENTENCE_SOURCES, MarkedInputs, Sentence
 from mellea_local.errors import AdapterSchemaMismatchError, IntrinsicOutputError, IOConfigError
 
 logger = logging.getLogger(__name__)
@@ -117,11 +122,17 @@ class TransformationRule(ABC):
         """
         paths = _matching_paths(data, self.input_path)
         if not paths:
-            observed, expected = _where_path_breaks(data, self.input_path)
-            raise AdapterSchemaMismatchError(evidence.name, observed, expected)
+            broken = _where_path_breaks(data, self.input_path)
+            if broken is None:  # a wildcard over an empty list: nothing to transform
+                return data
+            raise AdapterSchemaMismatchError(evidence.name, *broken)
         for path in paths:
-            data = _replace(data, path, self.transform(_fetch(data, path), path, evidence))
+            data = self.replace_at(data, path, evidence)
         return data
+
+    def replace_at(self, data: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        """Rewrite ``data`` at one matched ``path`` (default: replace the value there)."""
+        return _replace(data, path, self.transform(_fetch(data, path), path, evidence))
 
 
 @dataclass(frozen=True)
@@ -329,8 +340,351 @@ class LikelihoodRule(TransformationRule):
         return self._score_literal(literal, evidence.tokens)
 
 
+def _where(evidence: _Evidence, rule: TransformationRule, path: ConcretePath) -> str:
+    """The start of an output error message: the intrinsic, the rule and where it looked."""
+    return f"Intrinsic {evidence.name!r}: the {rule.type_name!r} rule at {_format_path(path)}"
+
+
+def _records(value: Any, rule: TransformationRule, path: ConcretePath,
+             evidence: _Evidence) -> list[dict[str, Any]]:
+    """``value`` as a list of JSON objects, or an ``IntrinsicOutputError`` naming the bad one."""
+    if not isinstance(value, list):
+        raise IntrinsicOutputError(
+            f"{_where(evidence, rule, path)} needs a list of records, but the model output "
+            f"holds {_show(value)} there."
+        )
+    for index, record in enumerate(value):
+        if not isinstance(record, dict):
+            raise IntrinsicOutputError(
+                f"{_where(evidence, rule, path)} needs a list of records, but element {index} "
+                f"is {_show(record)}."
+            )
+    return value
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _field_list(raw: Any, key: str, rule: str, where: str, *, allow_empty: bool = False
+                ) -> tuple[str, ...]:
+    if (not isinstance(raw, list) or (not raw and not allow_empty)
+            or not all(isinstance(f, str) and f for f in raw)):
+        raise IOConfigError(
+            f"{where}: a {rule!r} rule needs {key!r}, a "
+            + ("" if allow_empty else "non-empty ") + f"list of field names (got {raw!r})."
+        )
+    if len(set(raw)) != len(raw):
+        raise IOConfigError(f"{where}: {key!r} of a {rule!r} rule names a field twice: {raw!r}.")
+    return tuple(raw)
+
+
+def _field_name(raw: Any, key: str, rule: str, where: str) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise IOConfigError(
+            f"{where}: a {rule!r} rule needs {key!r}, a non-empty string (got {raw!r})."
+        )
+    return raw
+
+
+@dataclass(frozen=True)
+class ExplodeRule(TransformationRule):
+    """``explode``: one record per element of a list-valued field.
+
+    ``[{"r": 0, "c": [3, 5]}]`` with ``target_field: c`` becomes
+    ``[{"r": 0, "c": 3}, {"r": 0, "c": 5}]``; a record whose list is empty yields no record
+    (a response sentence that cites nothing has no citation).
+    """
+
+    type_name: ClassVar[str] = "explode"
+    option_keys: ClassVar[frozenset[str]] = frozenset({"target_field"})
+
+    input_path: JsonPath
+    target_field: str
+
+    @classmethod
+    def _from_options(cls, input_path: JsonPath, spec: Mapping[str, Any], where: str) -> Self:
+        return cls(input_path, _field_name(spec.get("target_field"), "target_field",
+                                           cls.type_name, where))
+
+    def transform(self, value: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        exploded = []
+        for index, record in enumerate(_records(value, self, path, evidence)):
+            items = record.get(self.target_field)
+            if not isinstance(items, list):
+                raise IntrinsicOutputError(
+                    f"{_where(evidence, self, path)}: record {index} "
+                    + (f"lacks the field {self.target_field!r}" if self.target_field not in
+                       record else f"has {self.target_field!r} = {_show(items)}, not a list")
+                    + f" ({_show(record)})."
+                )
+            for item in items:
+                exploded.append({k: (item if k == self.target_field else v)
+                                 for k, v in record.items()})
+        return exploded
+
+
+@dataclass(frozen=True)
+class DropDuplicatesRule(TransformationRule):
+    """``drop_duplicates``: one record per value of ``target_fields``.
+
+    The last record of each key is kept, in the place where the key first appeared (the
+    public processor's order).
+    """
+
+    type_name: ClassVar[str] = "drop_duplicates"
+    option_keys: ClassVar[frozenset[str]] = frozenset({"target_fields"})
+
+    input_path: JsonPath
+    target_fields: tuple[str, ...]
+
+    @classmethod
+    def _from_options(cls, input_path: JsonPath, spec: Mapping[str, Any], where: str) -> Self:
+        return cls(input_path, _field_list(spec.get("target_fields"), "target_fields",
+                                           cls.type_name, where))
+
+    def transform(self, value: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        kept: dict[str, dict[str, Any]] = {}
+        for index, record in enumerate(_records(value, self, path, evidence)):
+            missing = [f for f in self.target_fields if f not in record]
+            if missing:
+                raise IntrinsicOutputError(
+                    f"{_where(evidence, self, path)}: record {index} lacks {missing} "
+                    f"({_show(record)})."
+                )
+            # JSON text as the key: values may be lists or objects, which do not hash.
+            key = json.dumps([record[f] for f in self.target_fields], sort_keys=True)
+            kept[key] = record
+        return list(kept.values())
+
+
+@dataclass(frozen=True)
+class ProjectRule(TransformationRule):
+    """``project``: keep only ``retained_fields`` of each record, renamed when a mapping.
+
+    A record (or a list of them) missing a retained field is malformed output: the error names
+    the field instead of filling in null.
+    """
+
+    type_name: ClassVar[str] = "project"
+    option_keys: ClassVar[frozenset[str]] = frozenset({"retained_fields"})
+
+    input_path: JsonPath
+    retained_fields: Mapping[str, str]
+
+    @classmethod
+    def _from_options(cls, input_path: JsonPath, spec: Mapping[str, Any], where: str) -> Self:
+        raw = spec.get("retained_fields")
+        if isinstance(raw, Mapping):
+            if not raw or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                  for k, v in raw.items()):
+                raise IOConfigError(
+                    f"{where}: 'retained_fields' of a 'project' rule must map field names to "
+                    f"new names (non-empty strings), got {raw!r}."
+                )
+            if len(set(raw.values())) != len(raw):
+                raise IOConfigError(
+                    f"{where}: 'retained_fields' renames two fields to the same name: {raw!r}."
+                )
+            table = dict(raw)
+        else:
+            table = {f: f for f in _field_list(raw, "retained_fields", cls.type_name, where)}
+        return cls(input_path, MappingProxyType(table))
+
+    def _one(self, record: dict[str, Any], label: str, path: ConcretePath,
+             evidence: _Evidence) -> dict[str, Any]:
+        missing = [f for f in self.retained_fields if f not in record]
+        if missing:
+            raise IntrinsicOutputError(
+                f"{_where(evidence, self, path)}: {label} lacks {missing} ({_show(record)})."
+            )
+        return {new: record[old] for old, new in self.retained_fields.items()}
+
+    def transform(self, value: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        if isinstance(value, dict):
+            return self._one(value, "the record", path, evidence)
+        records = _records(value, self, path, evidence)
+        return [self._one(r, f"record {i}", path, evidence) for i, r in enumerate(records)]
+
+
+_DECODE_OUTPUTS = ("begin", "end", "text", "document_id", "message_index")
+
+
+@dataclass(frozen=True)
+class DecodeSentencesRule(TransformationRule):
+    """``decode_sentences``: a sentence number becomes the sentence's offsets and text.
+
+    The number at ``input_path`` indexes the sentences of ``source`` (``last_message``,
+    ``documents``, ``all_but_last_message``, or a list of them numbered on across), as they
+    were marked in the request; the fields named in ``output_names`` (``begin``, ``end``,
+    ``text``, and ``document_id`` / ``message_index`` where the source has them) are added to
+    the record holding the number. Offsets point into the unmarked text. A number that is not
+    an integer or names no sentence raises ``IntrinsicOutputError`` naming it.
+    """
+
+    type_name: ClassVar[str] = "decode_sentences"
+    option_keys: ClassVar[frozenset[str]] = frozenset({"source", "output_names"})
+
+    input_path: JsonPath
+    source: tuple[str, ...]
+    output_names: Mapping[str, str]
+
+    @classmethod
+    def _from_options(cls, input_path: JsonPath, spec: Mapping[str, Any], where: str) -> Self:
+        if not input_path:
+            raise IOConfigError(
+                f"{where}: a 'decode_sentences' rule adds fields next to the number it decodes, "
+                "so its input_path must name a field (e.g. [null, 'r']), not []."
+            )
+        raw = spec.get("source")
+        sources = [raw] if isinstance(raw, str) else raw
+        if (not isinstance(sources, list) or not sources
+                or any(s not in SENTENCE_SOURCES for s in sources)
+                or len(set(sources)) != len(sources)):
+            raise IOConfigError(
+                f"{where}: 'source' of a 'decode_sentences' rule must be one of "
+                f"{list(SENTENCE_SOURCES)} or a list of distinct ones, not {raw!r}."
+            )
+        names = spec.get("output_names")
+        if not isinstance(names, Mapping) or not names:
+            raise IOConfigError(
+                f"{where}: a 'decode_sentences' rule needs 'output_names', a mapping from "
+                f"{list(_DECODE_OUTPUTS)} to the field names to add (got {names!r})."
+            )
+        for key, field_name in names.items():
+            allowed = key in ("begin", "end", "text") or (
+                key == "document_id" and "documents" in sources) or (
+                key == "message_index" and "all_but_last_message" in sources)
+            if not allowed:
+                raise IOConfigError(
+                    f"{where}: output_names key {key!r} is not one this rule can fill for "
+                    f"source {sources}; use begin, end, text (document_id with documents, "
+                    "message_index with all_but_last_message)."
+                )
+            if not isinstance(field_name, str) or not field_name:
+                raise IOConfigError(
+                    f"{where}: output_names.{key} must be a non-empty field name, not "
+                    f"{field_name!r}."
+                )
+        return cls(input_path, tuple(sources), MappingProxyType(dict(names)))
+
+    def transform(self, value: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        return value  # unused: ``replace_at`` rewrites the parent record instead
+
+    def replace_at(self, data: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        where = _where(evidence, self, path)
+        parent = _fetch(data, path[:-1])
+        if not isinstance(parent, dict):
+            raise IntrinsicOutputError(
+                f"{where}: the sentence number must sit in a record, but its parent is "
+                f"{_show(parent)}."
+            )
+        number = parent[path[-1]]
+        table = evidence.sentence_table(self.source, where)
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise IntrinsicOutputError(
+                f"{where}: expected a sentence number, but the model output holds "
+                f"{_show(number)}."
+            )
+        if not 0 <= number < len(table):
+            raise IntrinsicOutputError(
+                f"{where}: sentence number {number} is out of range; the marked "
+                f"{' + '.join(self.source)} hold "
+                + (f"sentences 0..{len(table) - 1}." if table else "no sentences.")
+            )
+        sentence = table[number]
+        values = {"begin": sentence.begin, "end": sentence.end, "text": sentence.text,
+                  "document_id": sentence.document_id, "message_index": sentence.message_index}
+        added = {name: values[key] for key, name in self.output_names.items()}
+        return _replace(data, path[:-1], {**parent, **added})
+
+
+@dataclass(frozen=True)
+class MergeSpansRule(TransformationRule):
+    """``merge_spans``: adjacent spans of the same group become one span.
+
+    Records are sorted by ``group_fields`` then ``begin_field``; a record whose begin equals
+    the previous record's end (same group) extends it, concatenating ``text_field`` when set.
+    Records may hold only the group and span fields. Two spans starting at the same offset of
+    one group, or a span without offsets, are malformed: ``IntrinsicOutputError``.
+    """
+
+    type_name: ClassVar[str] = "merge_spans"
+    option_keys: ClassVar[frozenset[str]] = frozenset(
+        {"group_fields", "begin_field", "end_field", "text_field"})
+
+    input_path: JsonPath
+    group_fields: tuple[str, ...]
+    begin_field: str
+    end_field: str
+    text_field: str | None = None
+
+    @classmethod
+    def _from_options(cls, input_path: JsonPath, spec: Mapping[str, Any], where: str) -> Self:
+        group = _field_list(spec.get("group_fields", []), "group_fields", cls.type_name, where,
+                            allow_empty=True)
+        begin = _field_name(spec.get("begin_field"), "begin_field", cls.type_name, where)
+        end = _field_name(spec.get("end_field"), "end_field", cls.type_name, where)
+        text = spec.get("text_field")
+        if text is not None:
+            text = _field_name(text, "text_field", cls.type_name, where)
+        fields = [*group, begin, end, *([text] if text else [])]
+        if len(set(fields)) != len(fields):
+            raise IOConfigError(f"{where}: a 'merge_spans' rule names one field twice: {fields}.")
+        return cls(input_path, group, begin, end, text)
+
+    def transform(self, value: Any, path: ConcretePath, evidence: _Evidence) -> Any:
+        records = _records(value, self, path, evidence)
+        expected = {*self.group_fields, self.begin_field, self.end_field}
+        if self.text_field:
+            expected.add(self.text_field)
+        keyed = []
+        for index, record in enumerate(records):
+            extra = sorted(set(record) - expected)
+            if extra:
+                raise IntrinsicOutputError(
+                    f"{_where(evidence, self, path)}: record {index} has fields {extra} "
+                    f"besides the group and span fields ({_show(record)}); project them away "
+                    "first."
+                )
+            for name in (self.begin_field, self.end_field, self.text_field):
+                if name is None:
+                    continue
+                good = (isinstance(record.get(name), str) if name == self.text_field else
+                        isinstance(record.get(name), int) and not isinstance(record[name], bool))
+                if not good:
+                    raise IntrinsicOutputError(
+                        f"{_where(evidence, self, path)}: record {index} has {name!r} = "
+                        f"{_show(record.get(name))} ({_show(record)})."
+                    )
+            group = json.dumps([record.get(f) for f in self.group_fields], sort_keys=True)
+            keyed.append(((group, record[self.begin_field]), record))
+        keyed.sort(key=lambda item: item[0])
+        merged: list[dict[str, Any]] = []
+        previous_key = None
+        for key, record in keyed:
+            if key == previous_key:
+                raise IntrinsicOutputError(
+                    f"{_where(evidence, self, path)}: two spans start at offset {key[1]} of one "
+                    f"group ({_show(record)}); merge_spans needs non-overlapping spans."
+                )
+            last = merged[-1] if merged else None
+            if (last is not None and key[0] == previous_key[0]
+                    and last[self.end_field] == record[self.begin_field]):
+                last[self.end_field] = record[self.end_field]
+                if self.text_field:
+                    last[self.text_field] += record[self.text_field]
+            else:
+                merged.append(dict(record))
+            previous_key = key
+        return merged
+
+
 RULE_TYPES: Mapping[str, type[TransformationRule]] = MappingProxyType(
-    {rule.type_name: rule for rule in (LikelihoodRule, NestRule)}
+    {rule.type_name: rule for rule in (
+        DecodeSentencesRule, DropDuplicatesRule, ExplodeRule, LikelihoodRule, MergeSpansRule,
+        NestRule, ProjectRule)}
 )
 """The rule types this package implements, by io.yaml ``type``."""
 
@@ -363,6 +717,38 @@ def parse_rule(spec: Any, *, where: str) -> TransformationRule:
     return rule_class.from_spec(spec, where=where)
 
 
+_CHANNEL, _MESSAGE = "<|channel|>", "<|message|>"
+_CHANNEL_ENDS = frozenset({"<|end|>", "<|return|>", "<|end_of_text|>"})
+
+
+def final_channel(tokens: Sequence[TokenLogprob]) -> Sequence[TokenLogprob]:
+    """The tokens of the last ``<|channel|>final<|message|>`` section (io.yaml
+    ``logprobs_workaround``), up to its end token; all of ``tokens`` when there is none.
+
+    Harmony-format models (gpt-oss) wrap their answer in channels; the JSON the rules read is
+    the final channel's payload. Headers are matched on whole tokens, so text that merely
+    spells ``<|channel|>`` is never taken for the control token.
+    """
+    start = None
+    for i, token in enumerate(tokens):
+        if token.token != _CHANNEL:
+            continue
+        j = i + 1
+        while j < len(tokens) and not tokens[j].token.strip():
+            j += 1
+        if j < len(tokens) and tokens[j].token.strip() == "final":
+            j += 1
+            while j < len(tokens) and not tokens[j].token.strip():
+                j += 1
+            if j < len(tokens) and tokens[j].token == _MESSAGE:
+                start = j + 1
+    if start is None or start >= len(tokens):
+        return tokens
+    end = next((k for k in range(start, len(tokens)) if tokens[k].token in _CHANNEL_ENDS),
+               len(tokens))
+    return list(tokens[start:end]) or tokens
+
+
 def apply_transformations(
     rules: Sequence[TransformationRule] | None,
     parsed_json: Any,
@@ -370,20 +756,23 @@ def apply_transformations(
     value_probs: Mapping[ConcretePath | str, Mapping[Category, float]] | None = None,
     logprobs: Sequence[TokenLogprob] | None = None,
     name: str = "adapter",
+    sentences: MarkedInputs | None = None,
 ) -> Any:
     """Run ``rules`` in order over a copy of the adapter's parsed JSON output.
 
     ``value_probs`` gives category probabilities for the values a ``likelihood`` rule scores,
     keyed by their concrete path (``("score",)``, or ``"score"`` for a top-level field): the
     fast path. ``logprobs`` gives the generated tokens with top-k alternatives: the general
-    path. ``name`` names the adapter in schema errors. For requirement-check the result is
+    path. ``sentences`` holds the marked request texts ``decode_sentences`` reads. ``name``
+    names the intrinsic in errors. For requirement-check the result is
     ``{"requirement_check": {"score": p}}``.
     """
     probs_by_path = {
         ((key,) if isinstance(key, str) else tuple(key)): probs
         for key, probs in (value_probs or {}).items()
     }
-    evidence = _Evidence(name=name, value_probs=probs_by_path, tokens=logprobs)
+    evidence = _Evidence(name=name, value_probs=probs_by_path, tokens=logprobs,
+                         sentences=sentences)
     data = copy.deepcopy(parsed_json)
     for rule in rules or ():
         data = rule.apply(data, evidence)
@@ -426,8 +815,9 @@ def fast_path_spec(
     """Return a ``FastPathSpec`` when one forward pass can compute the result, else ``None``.
 
     Eligible: the rules are a ``likelihood`` over one top-level field followed only by
-    ``nest`` rules, and ``response_format`` is an object whose single, required property is
-    that field, a string ``enum`` whose every value has a category. Anything else needs
+    ``nest`` and ``project`` rules (they only rename and wrap the score), and
+    ``response_format`` is an object whose single, required property is that field, a string
+    ``enum`` whose every value has a category. Anything else needs
     constrained generation, and the reason is logged at debug level.
     """
     found = _check_fast_path(rules, response_format)
@@ -443,8 +833,8 @@ def _check_fast_path(
     if not rules or not isinstance(rules[0], LikelihoodRule):
         return "the first transformation is not a likelihood rule"
     likelihood = rules[0]
-    if any(not isinstance(rule, NestRule) for rule in rules[1:]):
-        return "rules other than nest follow the likelihood rule"
+    if any(not isinstance(rule, NestRule | ProjectRule) for rule in rules[1:]):
+        return "rules other than nest and project follow the likelihood rule"
     if len(likelihood.input_path) != 1 or not isinstance(likelihood.input_path[0], str):
         return "the likelihood rule does not target one top-level field"
     field_name = likelihood.input_path[0]
@@ -484,12 +874,25 @@ class _Evidence:
 
     def __init__(
         self, *, name: str, value_probs: Mapping[ConcretePath, Mapping[Category, float]],
-        tokens: Sequence[TokenLogprob] | None,
+        tokens: Sequence[TokenLogprob] | None, sentences: MarkedInputs | None = None,
     ) -> None:
         self.name = name
         self.value_probs = value_probs
         self.tokens = tokens
+        self.sentences = sentences
         self._literals: dict[ConcretePath, _Literal] | None = None
+        self._tables: dict[tuple[str, ...], list[Sentence]] = {}
+
+    def sentence_table(self, sources: tuple[str, ...], where: str) -> list[Sentence]:
+        """The sentences of ``sources`` as the request marked them (decoded once per output)."""
+        if sources not in self._tables:
+            if self.sentences is None:
+                raise IntrinsicOutputError(
+                    f"{where}: decoding sentence numbers needs the marked request; pass "
+                    "sentences=MarkedInputs(...) (the intrinsic call does this itself)."
+                )
+            self._tables[sources] = self.sentences.sentences(sources, where=where)
+        return self._tables[sources]
 
     def literal_at(self, path: ConcretePath) -> _Literal:
         if self._literals is None:
@@ -643,10 +1046,13 @@ def _matching_paths(data: Any, pattern: JsonPath) -> list[ConcretePath]:
             for tail in _matching_paths(data[child], rest)]
 
 
-def _where_path_breaks(data: Any, pattern: JsonPath) -> tuple[list[str], list[str]]:
-    """Observed and expected keys at the first step of ``pattern`` that matches nothing."""
+def _where_path_breaks(data: Any, pattern: JsonPath) -> tuple[list[str], list[str]] | None:
+    """Observed and expected keys at the first step of ``pattern`` that matches nothing;
+    ``None`` when a wildcard met an empty list or object (a legitimately empty output)."""
     for element in pattern:
         children = _children(data, element)
+        if not children and element is None and isinstance(data, Mapping | list) and not data:
+            return None
         if not children:
             if isinstance(data, Mapping):
                 observed = [str(key) for key in data]

@@ -3,9 +3,12 @@
 - ``intrinsic``: ``Intrinsic`` (an io.yaml bound to a name) and the registry of what an io.yaml
   cannot say;
 - ``options``: which model options an intrinsic call honours;
+- ``rewrite``: the io.yaml's input side (sentence markers, documents, ``{last_message}``);
 - ``prompt``: the prompt in token space; ``scoring``: the fast and general paths;
 - ``call``: the public ``intrinsic`` / ``aintrinsic``;
-- ``requirement_check``: the requirement-check wrappers; ``score``: reading its number.
+- ``requirement_check``: the requirement-check wrappers; ``score``: reading its number;
+- ``rag``, ``core``, ``guardian``: the peer's typed helpers for the 13 granitelib intrinsics
+  (``from mellea_local.intrinsics import rag; rag.find_citations(...)``).
 
 Heavy names (torch) resolve on first use, so the requirements layer can import ``score``
 without loading a model stack.

@@ -18,7 +18,7 @@ from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError, SyncInE
 from mellea_local.inputs import check_context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import scoring_options
-from mellea_local.intrinsics.prompt import build_prompts
+from mellea_local.intrinsics.prompt import build_request
 from mellea_local.intrinsics.scoring import fast_path_for, score_fast, score_general
 
 T = TypeVar("T")
@@ -62,14 +62,16 @@ async def aintrinsic_batch(
     chosen = adapter if isinstance(adapter, Adapter) else runner.adapter_for(name, name=adapter)
     intrinsic = Intrinsic.for_adapter(chosen)
     tokenizer = runner.tokenizer
-    options = scoring_options(model_options, getattr(tokenizer, "chat_template", None))
+    options = scoring_options(model_options, getattr(tokenizer, "chat_template", None),
+                              defaults=intrinsic.config.parameters)
     if not calls:
         return []
-    prompts = build_prompts(tokenizer, intrinsic, chosen, context, calls, options)
+    prompts, marked = build_request(tokenizer, intrinsic, chosen, context, calls, options)
     spec = fast_path_for(runner, intrinsic) if fast else None
     if spec is not None:
         return await score_fast(runner, intrinsic, chosen, spec, prompts, options, reuse=reuse)
-    return [await score_general(runner, intrinsic, chosen, p, options, reuse=reuse)
+    return [await score_general(runner, intrinsic, chosen, p, options, reuse=reuse,
+                                marked=marked)
             for p in prompts]
 
 

@@ -18,11 +18,16 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, get_args
 
 from mellea_local.adapters import Adapter, FastPathSpec, IOConfig
-from mellea_local.errors import IntrinsicInputError, IntrinsicVariableError
+from mellea_local.adapters.catalog import require_intrinsic_name
+from mellea_local.errors import InputTypeError, IntrinsicInputError, IntrinsicVariableError
 from mellea_local.intrinsics.score import REQUIREMENT_CHECK
+from mellea_local.messages import Role
+
+ROLES: tuple[str, ...] = tuple(get_args(Role))
+"""The chat roles a conversation may end with."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +40,44 @@ class IntrinsicSpec:
                   "None: any non-empty conversation."},
     )
 
+    def __post_init__(self) -> None:
+        if self.last_role is not None and self.last_role not in ROLES:
+            raise InputTypeError(
+                f"IntrinsicSpec(last_role={self.last_role!r}): the role must be one of "
+                f"{list(ROLES)} or None (any turn)."
+            )
 
-_REGISTRY: dict[str, IntrinsicSpec] = {REQUIREMENT_CHECK: IntrinsicSpec(last_role="assistant")}
+
+LAST_MESSAGE = "last_message"
+"""The instruction variable filled from the conversation (the public format's convention)."""
+
+_JUDGES_ANSWER = IntrinsicSpec(last_role="assistant")
+_JUDGES_QUESTION = IntrinsicSpec(last_role="user")
+_REGISTRY: dict[str, IntrinsicSpec] = {
+    REQUIREMENT_CHECK: _JUDGES_ANSWER,
+    # The catalog's intrinsics that read one particular turn (the others read any conversation).
+    **dict.fromkeys(("uncertainty", "context-attribution", "citations",
+                     "hallucination_detection", "factuality-detection",
+                     "factuality-correction"), _JUDGES_ANSWER),
+    **dict.fromkeys(("answerability", "context_relevance", "query_clarification",
+                     "query_rewrite"), _JUDGES_QUESTION),
+}
 _REGISTRY_LOCK = threading.Lock()
 
 
 def register_intrinsic(name: str, spec: IntrinsicSpec) -> None:
     """Record what an intrinsic needs beyond its io.yaml (replaces an earlier entry)."""
+    if not isinstance(name, str):
+        raise InputTypeError(
+            f"register_intrinsic needs the intrinsic's name as a str (e.g. 'citations'), got "
+            f"{type(name).__name__} ({name!r})."
+        )
+    require_intrinsic_name(name)
+    if not isinstance(spec, IntrinsicSpec):
+        raise InputTypeError(
+            f"register_intrinsic({name!r}, ...) needs an IntrinsicSpec, got "
+            f"{type(spec).__name__} ({spec!r}); pass IntrinsicSpec(last_role=...)."
+        )
     with _REGISTRY_LOCK:
         _REGISTRY[name] = spec
 
@@ -76,9 +112,20 @@ class Intrinsic:
         """How to score it in one forward pass; None when only generation can."""
         return self.config.fast_path_spec()
 
-    def instruction(self, variables: Mapping[str, Any]) -> str | None:
-        """The instruction turn's text for one call, or None when the io.yaml has none."""
-        given, needed = set(variables), set(self.variables)
+    def instruction(
+        self, variables: Mapping[str, Any], *, last_message: str | None = None
+    ) -> str | None:
+        """The instruction turn's text for one call, or None when the io.yaml has none.
+
+        ``{last_message}`` is filled from the conversation (its last turn as the model reads
+        it), never by the caller: a call that passes it is refused.
+        """
+        if LAST_MESSAGE in variables:
+            raise IntrinsicVariableError(
+                f"Intrinsic {self.name!r}: '{LAST_MESSAGE}' is filled from the conversation's "
+                "last turn; drop it from the call and put the text in the context instead."
+            )
+        given, needed = set(variables), set(self.variables) - {LAST_MESSAGE}
         if given != needed:
             missing, extra = sorted(needed - given), sorted(given - needed)
             parts = []
@@ -101,6 +148,8 @@ class Intrinsic:
             )
         if self.config.instruction is None:
             return None
+        if LAST_MESSAGE in self.variables:
+            variables = {**variables, LAST_MESSAGE: last_message or ""}
         return self.config.render_instruction(**variables)
 
     def check_conversation(self, roles: Sequence[str], context_type: str) -> None:

@@ -44,16 +44,22 @@ class ScoringOptions:
 
 
 def scoring_options(
-    model_options: Mapping[str, Any] | None, chat_template: str | None
+    model_options: Mapping[str, Any] | None, chat_template: str | None,
+    *, defaults: Mapping[str, Any] | None = None,
 ) -> ScoringOptions:
-    """Validate a call's ``model_options`` for an intrinsic (see the module docstring)."""
+    """Validate a call's ``model_options`` for an intrinsic (see the module docstring).
+
+    ``defaults`` are the io.yaml's ``parameters``: its ``temperature`` is the temperature
+    probabilities are read at unless the call sets one (its ``max_completion_tokens`` is
+    the general path's budget, read there).
+    """
     try:
         options = merge_options(None, model_options)
     except ModelOptionError as exc:
         raise IntrinsicOptionError(str(exc), exc.option or "model_options") from exc
     template_names = template_variables(chat_template) - _RESERVED_TEMPLATE_VARS
     max_new_tokens: int | None = None
-    temperature = 0.0
+    temperature = float((defaults or {}).get("temperature") or 0.0)
     system_prompt: str | None = None
     template_kwargs: dict[str, Any] = {}
     for key, value in options.items():

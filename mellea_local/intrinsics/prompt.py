@@ -1,5 +1,8 @@
 """An intrinsic's prompt in token space: conversation, instruction turn, generation prompt.
 
+The conversation is rewritten as the io.yaml asks first (``rewrite``: sentence markers,
+documents); images and audio are refused as for a text-only generation.
+
 Rendering goes through the runner's chat template in one call per prompt, so the conversation's
 tokens are exactly those a generation rendered (the base KV cache is keyed by them). Where the
 adapter starts acting is the adapter kind's business (``Adapter.strategy.build_prompt``): an
@@ -13,11 +16,14 @@ from functools import partial
 from typing import Any
 
 from mellea_local.adapters import Adapter, TokenPrompt
+from mellea_local.adapters.sentences import MarkedInputs
 from mellea_local.core.context import Context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import ScoringOptions
-from mellea_local.messages import Message
-from mellea_local.rendering import render_prompt, to_chat_messages, to_message_dicts
+from mellea_local.intrinsics.rewrite import rewrite_conversation
+from mellea_local.options import template_variables
+from mellea_local.rendering import render_prompt, to_chat_messages
+from mellea_local.rendering.prompt import check_text_only
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -38,26 +44,48 @@ def build_prompts(
     ``shared`` of each prompt is where the part it has in common with the base model ends:
     the conversation (up to the invocation for an aLoRA).
     """
+    return build_request(tokenizer, intrinsic, adapter, ctx, calls, options)[0]
+
+
+def build_request(
+    tokenizer: Any,
+    intrinsic: Intrinsic,
+    adapter: Adapter,
+    ctx: Context,
+    calls: Sequence[Mapping[str, Any]],
+    options: ScoringOptions | None = None,
+) -> tuple[list[TokenPrompt], MarkedInputs | None]:
+    """The prompts of ``build_prompts`` and the marked texts the output rules decode from.
+
+    The conversation goes through the same steps as a generation's (``to_chat_messages``,
+    the text-only check, the chat template), then through the io.yaml's input rewriting
+    (``rewrite_conversation``: sentence markers, documents, instruction).
+    """
     options = options or ScoringOptions()
     view = list(ctx.view_for_generation() or [])
     messages = to_chat_messages(view)
     intrinsic.check_conversation([m.role for m in messages], type(ctx).__name__)
+    # Adapters read text: an image or audio clip would be dropped silently, so it is refused
+    # with the error a generation on a text-only model gives.
+    check_text_only(messages, f"intrinsic {intrinsic.name!r}")
+    conversation = rewrite_conversation(
+        intrinsic.config, messages, template_variables(getattr(tokenizer, "chat_template", None)))
+    history = conversation.turns
     if options.system_prompt:
-        messages.insert(0, Message("system", options.system_prompt))
-    history = to_message_dicts(messages)
-    kwargs = dict(options.template_kwargs)
+        history = [{"role": "system", "content": options.system_prompt}, *history]
+    kwargs = {**conversation.template_kwargs, **options.template_kwargs}
     before = render_prompt(tokenizer, history, None, kwargs, add_generation_prompt=False).text
 
     prompts = []
     for variables in calls:
-        instruction = intrinsic.instruction(variables)
+        instruction = intrinsic.instruction(variables, last_message=conversation.last_message)
         turns = [*history, {"role": "user", "content": instruction}] if instruction else history
         # Message text (the requirement included) that spells a control token stays text.
         rendered = render_prompt(tokenizer, turns, None, kwargs, add_generation_prompt=True)
         prompts.append(adapter.strategy.build_prompt(
             adapter, partial(rendered.encode_piece, tokenizer), rendered.text,
             _turn_start(before, rendered.text)))
-    return prompts
+    return prompts, conversation.marked
 
 
 def _turn_start(before: str, text: str) -> int:

@@ -29,7 +29,9 @@ from mellea_local.adapters import (
     TokenLogprob,
     TokenPrompt,
     apply_transformations,
+    final_channel,
 )
+from mellea_local.adapters.sentences import MarkedInputs
 from mellea_local.errors import IntrinsicOutputError
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import ScoringOptions
@@ -108,27 +110,30 @@ async def score_fast(
 
 async def score_general(
     runner: AdapterRunner, intrinsic: Intrinsic, adapter: Adapter, prompt: TokenPrompt,
-    options: ScoringOptions, *, reuse: bool = True,
+    options: ScoringOptions, *, reuse: bool = True, marked: MarkedInputs | None = None,
 ) -> Any:
-    """The result of one prompt by constrained greedy generation and the io.yaml rules."""
+    """The result of one prompt by constrained greedy generation and the io.yaml rules;
+    ``marked`` is the request's marked texts (for ``decode_sentences``)."""
     io = intrinsic.config
     budget = options.max_new_tokens or int(
         io.parameters.get("max_completion_tokens", DEFAULT_MAX_TOKENS))
     tokens = await runner.generate_with_adapter(
         adapter, prompt.ids, prompt.shared, json_schema=io.response_format_dict(),
         max_new_tokens=budget, top_logprobs=TOP_K, reuse=reuse)
+    if io.logprobs_workaround:
+        tokens = list(final_channel(tokens))
     text = "".join(t.token for t in tokens)
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise IntrinsicOutputError(
-            f"Adapter {adapter.name!r} did not return JSON within {budget} tokens ({text!r}); "
-            "raise ModelOption.MAX_NEW_TOKENS (or max_completion_tokens in its io.yaml) or "
-            "check that it fits this base model."
+            f"Intrinsic {intrinsic.name!r}: adapter {adapter.name!r} did not return JSON within "
+            f"{budget} tokens ({text[:200]!r}); raise ModelOption.MAX_NEW_TOKENS (or "
+            "max_completion_tokens in its io.yaml) or check that it fits this base model."
         ) from exc
     return apply_transformations(io.transformations, parsed,
                                  logprobs=_at_temperature(tokens, options.temperature),
-                                 name=intrinsic.name)
+                                 name=intrinsic.name, sentences=marked)
 
 
 def _at_temperature(tokens: list[TokenLogprob], temperature: float) -> list[TokenLogprob]:

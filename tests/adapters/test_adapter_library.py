@@ -265,7 +265,36 @@ def test_catalog_pins_the_core_library():
     source = HubSource.from_catalog("requirement-check")
     assert (source.repo_id, source.revision) == (entry.repo_id, entry.revision)
     with pytest.raises(AdapterNotFoundError, match="requirement-check"):
-        catalog_entry("answerability")
+        catalog_entry("summarisation")
+
+
+# The peer's catalog (mellea 0.8 backends/adapters/catalog.py): name -> (library, pinned commit).
+PEER_CATALOG = {
+    "requirement-check": ("core", "d0a2a96a4cd07e96f0fe7ca29a42bfe088299d43"),
+    "uncertainty": ("core", "d0a2a96a4cd07e96f0fe7ca29a42bfe088299d43"),
+    "context-attribution": ("core", "d0a2a96a4cd07e96f0fe7ca29a42bfe088299d43"),
+    "answerability": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "citations": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "context_relevance": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "hallucination_detection": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "query_clarification": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "query_rewrite": ("rag", "2f0b2c79c6731068625aca8045c2eb2e8912b353"),
+    "policy-guardrails": ("guardian", "773b254e98f993a605ec4b6259634906e0e64e8e"),
+    "guardian-core": ("guardian", "773b254e98f993a605ec4b6259634906e0e64e8e"),
+    "factuality-detection": ("guardian", "773b254e98f993a605ec4b6259634906e0e64e8e"),
+    "factuality-correction": ("guardian", "773b254e98f993a605ec4b6259634906e0e64e8e"),
+}
+
+
+def test_catalog_holds_the_peers_thirteen_at_its_pins():
+    assert set(known_intrinsics()) == set(PEER_CATALOG)
+    for name, (library, revision) in PEER_CATALOG.items():
+        entry = catalog_entry(name)
+        assert entry.repo_id == f"ibm-granite/granitelib-{library}-r1.0"
+        assert entry.revision == revision and entry.description
+        source = HubSource.from_catalog(name)
+        assert (source.repo_id, source.revision, source.intrinsic) == (
+            entry.repo_id, revision, name)
 
 
 @pytest.mark.parametrize("revision", ["main", "v1.0", "D0A2A96A" * 5, "d0a2a96a"])

@@ -231,13 +231,15 @@ def test_explicit_intrinsic_name_at_add_adapter(tiny_tokenizer, quality_library,
     assert "answer_quality" in intrinsic(backend, "graded-answer", ctx, question="q")
 
 
-@pytest.mark.parametrize("key, value", [
-    ("docs_as_message", "roles"),
-    ("sentence_boundaries", {"last_message": "c"}),
-    ("logprobs_workaround", True),
+@pytest.mark.parametrize("key, value, message", [
+    ("parameters", {"max_completion_tokens": 12, "top_p": 0.9}, "top_p"),
+    ("parameters", {"max_completion_tokens": 12, "extra_body": {}}, "extra_body"),
+    ("transformations", [{"type": "decode_sentences", "input_path": [None, "r"],
+                          "source": "documents", "output_names": {"begin": "b"}}],
+     "sentence_boundaries"),
 ])
-def test_unsupported_io_yaml_feature_is_refused_at_add_adapter(
-    tiny_tokenizer, quality_library, tmp_path, key, value
+def test_unapplied_io_yaml_setting_is_refused_at_add_adapter(
+    tiny_tokenizer, quality_library, tmp_path, key, value, message
 ):
     import yaml
 
@@ -251,7 +253,7 @@ def test_unsupported_io_yaml_feature_is_refused_at_add_adapter(
     (folder / "io.yaml").write_text(yaml.safe_dump(data))
     backend = LocalHFBackend.from_loaded(build_model(tiny_tokenizer, seed=BASE_SEED),
                                          tiny_tokenizer, model_id=BASE_NAME)
-    with pytest.raises(IOConfigError, match=key):
+    with pytest.raises(IOConfigError, match=message):
         backend.add_adapter(folder, intrinsic=NAME)
     assert backend.adapters == {}
     assert backend.engine.holder.adapter_names == []

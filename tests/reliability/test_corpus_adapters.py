@@ -336,7 +336,7 @@ ADD_CASES: dict[str, Case] = {
     "io.yaml alias bomb": Case(_folder(lambda f: (f / "io.yaml").write_text(
         IO_BAD["alias bomb"][0])), "alias"),
     "io.yaml unsupported": Case(_folder(lambda f: (f / "io.yaml").write_text(
-        SHIPPED_IO + "docs_as_message: json\n")), "docs_as_message"),
+        SHIPPED_IO.replace("temperature: 0.0", "top_p: 0.9"))), "top_p"),
     "broken symlink": Case(lambda tmp: ((tmp / "l").symlink_to(tmp / "gone") or tmp / "l",
                                         {}), "gone"),
     # sources, names and roots
