@@ -164,12 +164,13 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     ray = require_ray()
     started = False
     dog = None
+    if options.address:  # refused even when this process already runs a Ray
+        probe_address(options.address)
     if not ray.is_initialized():
         # Ray's own INFO/WARNING lines (start-up, its token-auth notice) would interleave with
         # the progress bar; errors still show. Actor logs stay in Ray's session folder.
         kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
         if options.address:
-            probe_address(options.address)
             kwargs["address"] = options.address
             _init(ray, kwargs, options.address)
         else:

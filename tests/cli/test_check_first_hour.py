@@ -92,7 +92,7 @@ def test_output_that_is_a_folder_is_a_typed_line(tmp_path):
     result = runner.invoke(app, ["check", str(data), "-o", str(folder)])
     assert result.exit_code == 1
     text = " ".join(result.output.split())
-    assert "is a folder; pass -o a file path" in text and "Errno" not in text
+    assert "is a directory; -o must name a regular file" in text and "Errno" not in text
 
 
 def test_parquet_on_the_local_engine_names_the_ray_engine(tmp_path):

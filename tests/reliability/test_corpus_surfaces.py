@@ -728,7 +728,7 @@ def corpus_backend():
 @pytest.mark.parametrize("name", list(CASES))
 def test_surface_input(name, corpus_backend, tmp_path):
     case = CASES[name]
-    loaded = sorted(corpus_backend._registry.adapters)
+    loaded = sorted(corpus_backend.adapters)
     if case.error is None:
         assert case.valid(_outcome(case, corpus_backend, tmp_path)), name
     else:
@@ -742,8 +742,8 @@ def test_surface_input(name, corpus_backend, tmp_path):
         if not isinstance(exc, _JSONRefused) and "dataset line" not in name:
             assert any(w in message.lower() for w in FIX_WORDS), f"no fix in: {message}"
     # Whatever happened: no adapter active, the same adapters loaded.
-    assert corpus_backend._holder.active_adapter is None
-    assert sorted(corpus_backend._registry.adapters) == loaded
+    assert corpus_backend.engine.holder.active_adapter is None
+    assert sorted(corpus_backend.adapters) == loaded
 
 
 def test_the_vocabulary_is_as_assumed(corpus_backend):
@@ -768,7 +768,7 @@ def test_adding_an_adapter_again_says_so(corpus_backend, caplog):
     assert again is first
     assert any("already loaded" in r.getMessage() and "nothing was done" in r.getMessage()
                for r in caplog.records)
-    assert corpus_backend._holder.active_adapter is None
+    assert corpus_backend.engine.holder.active_adapter is None
 
 
 def test_hypothesis_runs_without_a_deadline():
