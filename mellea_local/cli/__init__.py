@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mellea_local.cli.models import models_app
 from mellea_local.cli.options import (
     EMBEDDED,
     AdapterOpt,
@@ -369,6 +370,9 @@ def export_gguf_command(
         typer.echo(f"wrote {out_dir / 'manifest.json'}")
 
     run_guarded(debug, work)
+
+
+app.add_typer(models_app, name="models")
 
 
 def main() -> None:
