@@ -22,6 +22,7 @@ from mellea_local.cli.options import (
     ModelOpt,
     run_guarded,
 )
+from mellea_local.cli.train import TRAIN_EPILOG, train_command
 from mellea_local.cli.usage import CliGroup
 from mellea_local.errors import CheckFileError, InvalidInputError
 
@@ -373,6 +374,7 @@ def export_gguf_command(
 
 
 app.add_typer(models_app, name="models")
+app.command("train", epilog=TRAIN_EPILOG)(train_command)
 
 
 def main() -> None:

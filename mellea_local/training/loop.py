@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -243,7 +244,9 @@ def train_adapter(
         r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
         target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
         alora_invocation_tokens=list(adapter.invocation_tokens) if alora else None)
-    model = get_peft_model(model, peft_config)
+    with warnings.catch_warnings():  # PEFT asks transformers a property deprecated in v6
+        warnings.filterwarnings("ignore", ".*is_gradient_checkpointing.*", FutureWarning)
+        model = get_peft_model(model, peft_config)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()

@@ -25,6 +25,7 @@ from mellea_local.adapters import (
     AdapterKind,
     IOConfig,
     fast_path_spec,
+    strategy_for,
 )
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.core.context import ChatContext
@@ -62,10 +63,11 @@ def adapter_record(tokenizer: Any, kind: str, io_path: Path = REQUIREMENT_CHECK_
     """The ``Adapter`` the prompt code needs, for an adapter not trained yet."""
     io = IOConfig.load(io_path)
     io.check_supported()
-    alora = kind == "alora"
-    invocation = tuple(encode(tokenizer, invocation_text(io))) if alora else None
+    adapter_kind = AdapterKind(kind)
+    invocation = (tuple(encode(tokenizer, invocation_text(io)))
+                  if strategy_for(adapter_kind).invoked else None)
     return Adapter(
-        name=f"{intrinsic}_{kind}", kind=AdapterKind.ALORA if alora else AdapterKind.LORA,
+        name=f"{intrinsic}_{kind}", kind=adapter_kind,
         path=io_path.parent, io_config=io, invocation_tokens=invocation, intrinsic=intrinsic,
         fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
         invocation_text=tokenizer.decode(list(invocation), skip_special_tokens=False)
