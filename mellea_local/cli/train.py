@@ -20,6 +20,8 @@ TRAIN_EPILOG = (
     '{"messages": [{"role": "user", "content": "Capital of France?"},\n'
     '              {"role": "assistant", "content": "Paris."}],\n'
     ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": [true, false]}\n\n'
+    "Or the peer's rows, {\"item\": \"...\", \"label\": \"T\"} with two labels: they train a "
+    "custom intrinsic (--intrinsic NAME) whose io.yaml is written beside the adapter.\n\n"
     "Every line is checked before the model loads; all bad lines are listed at once.\n\n"
     "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json). "
     "Use it with --adapter that folder, or `backend.add_adapter('requirement-check', "
@@ -36,6 +38,9 @@ def train_command(
                     ] = "alora",
     out: Annotated[Path, typer.Option("--out", "-o", help="Adapter library root to write into.")
                    ] = Path("adapters"),
+    intrinsic: Annotated[str | None, typer.Option(
+        help="For the peer's item/label rows: the custom intrinsic's name (default "
+        "custom-check).")] = None,
     epochs: Annotated[int, typer.Option(min=1)] = 3,
     max_steps: Annotated[int | None, typer.Option(
         "--max-steps", min=1, help="Stop after this many optimizer steps.")] = None,
@@ -76,11 +81,13 @@ def train_command(
             TimeRemainingColumn,
         )
 
+        from mellea_local.core.backend import REQUIREMENT_CHECK
         from mellea_local.training import TrainConfig, train_adapter
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         cfg = TrainConfig(
-            data=str(data), model=model, kind=kind, out_root=str(out), epochs=epochs,
+            data=str(data), model=model, kind=kind, out_root=str(out), intrinsic=intrinsic,
+            epochs=epochs,
             max_steps=max_steps, batch_size=batch_size, lr=lr, rank=rank, alpha=alpha,
             validation=validation, seed=seed, max_length=max_length,
             gradient_checkpointing=gradient_checkpointing, checkpoint_every=checkpoint_every,
@@ -98,7 +105,13 @@ def train_command(
                           + ("n/a (no validation lines)" if acc is None else f"{acc:.3f}"))
         console.print(f"torch threads: {report['torch_threads']}, device: {report['device']}")
         typer.echo(str(result.path))
-        console.print(f"use it: mellea-local check DATA -o OUT --model {model} --adapter "
-                      f"{result.path}")
+        if report["intrinsic"] == REQUIREMENT_CHECK:
+            console.print(f"use it: mellea-local check DATA -o OUT --model {model} --adapter "
+                          f"{result.path}")
+        else:
+            console.print(
+                f"use it: backend.add_adapter({str(result.path)!r}); mellea_local.intrinsic("
+                f"backend, {report['intrinsic']!r}, ChatContext().add(Message('user', item)))"
+                f" -> {{'label': P({report['labels'][0]!r})}}")
 
     run_guarded(debug, work)

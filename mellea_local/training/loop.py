@@ -15,6 +15,7 @@ import math
 import os
 import random
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -26,11 +27,13 @@ import torch
 import torch.nn.functional as F
 
 from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML
+from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import TrainingError
 from mellea_local.intrinsics.scoring import category_tokens
 from mellea_local.training.checkpoint import load_checkpoint, save_checkpoint
 from mellea_local.training.data import load_training_data
+from mellea_local.training.peer_io import write_peer_io_yaml
 from mellea_local.training.rows import Row, adapter_record, answer_ids, build_rows
 
 KINDS = ("alora", "lora")
@@ -46,6 +49,7 @@ class TrainConfig:
     model: str = "embedded"
     kind: str = "alora"
     out_root: str = "adapters"
+    intrinsic: str | None = None  # peer-format data: the custom intrinsic's name
     epochs: int = 3
     max_steps: int | None = None
     batch_size: int = 8
@@ -146,8 +150,9 @@ def _forward(model: Any, rows: list[Row], pad: int, *, alora: bool) -> torch.Ten
 def _margin(at: torch.Tensor, table: Any) -> torch.Tensor:
     """log P(yes) - log P(no) as the fast path reads them: each category's probability is the
     mass of every token that begins it (``intrinsics.scoring.category_tokens``)."""
-    yes = torch.logsumexp(at[:, table.ids["yes"].to(at.device)], dim=-1)
-    no = torch.logsumexp(at[:, table.ids["no"].to(at.device)], dim=-1)
+    first, second = table.ids.values()  # the io.yaml's category order: value 1.0 first
+    yes = torch.logsumexp(at[:, first.to(at.device)], dim=-1)
+    no = torch.logsumexp(at[:, second.to(at.device)], dim=-1)
     return yes - no
 
 
@@ -164,7 +169,8 @@ def _loss(logits: torch.Tensor, rows: list[Row], table: Any) -> torch.Tensor:
                          ignore_index=-100)
     at = logits[torch.arange(len(rows)), torch.tensor(starts)]
     margin = _margin(at, table)
-    gold = torch.tensor([float(r.label) for r in rows], device=logits.device)
+    positive = next(iter(table.ids))
+    gold = torch.tensor([float(r.label == positive) for r in rows], device=logits.device)
     return lm + F.binary_cross_entropy_with_logits(margin, gold)
 
 
@@ -183,8 +189,9 @@ def validation_accuracy(model: Any, rows: list[Row], pad: int, table: Any, *,
         logits = _forward(model, batch, pad, alora=alora)
         width = logits.shape[1]
         at = logits[torch.arange(len(batch)), torch.tensor([width - r.answer for r in batch])]
+        positive = next(iter(table.ids))
         for r, margin in zip(batch, _margin(at, table).tolist(), strict=True):
-            right += int((margin > 0) == r.label)
+            right += int((margin > 0) == (r.label == positive))
     model.train(was_training)
     return right / len(rows)
 
@@ -197,8 +204,21 @@ def lr_at(step: int, total: int, peak: float) -> float:
     return peak * (1.0 - 0.9 * (step - warm) / max(1, total - warm))
 
 
-def output_dir(cfg: TrainConfig, base: str) -> Path:
-    return Path(cfg.out_root) / REQUIREMENT_CHECK / base / cfg.kind
+PEER_DEFAULT_INTRINSIC = "custom-check"
+
+
+def intrinsic_name(cfg: TrainConfig, peer: bool) -> str:
+    if not peer:
+        if cfg.intrinsic not in (None, REQUIREMENT_CHECK):
+            raise TrainingError(
+                f"intrinsic={cfg.intrinsic!r}: check-format data trains {REQUIREMENT_CHECK}; "
+                "a custom name is for the peer's item/label rows.")
+        return REQUIREMENT_CHECK
+    return require_intrinsic_name(cfg.intrinsic or PEER_DEFAULT_INTRINSIC)
+
+
+def output_dir(cfg: TrainConfig, base: str, intrinsic: str = REQUIREMENT_CHECK) -> Path:
+    return Path(cfg.out_root) / intrinsic / base / cfg.kind
 
 
 def train_adapter(
@@ -216,7 +236,12 @@ def train_adapter(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     model, tokenizer, base = _load_base(cfg)
-    adapter = adapter_record(tokenizer, cfg.kind)
+    intrinsic = intrinsic_name(cfg, data.peer_format)
+    io_path = REQUIREMENT_CHECK_IO_YAML
+    if data.peer_format:
+        io_dir = Path(tempfile.mkdtemp(prefix="mellea-local-io-"))
+        io_path = write_peer_io_yaml(io_dir / "io.yaml", intrinsic, data.labels)
+    adapter = adapter_record(tokenizer, cfg.kind, io_path, intrinsic)
     train_rows = build_rows(tokenizer, adapter, data.train, max_length=cfg.max_length)
     val_rows = build_rows(tokenizer, adapter, data.validation, max_length=cfg.max_length)
     answer_ids(tokenizer, adapter)  # refuses an io.yaml or tokenizer training cannot serve
@@ -232,7 +257,7 @@ def train_adapter(
     if cfg.max_steps is not None:
         total = min(total, cfg.max_steps)
     key = _run_key(cfg, data.sha256, total)
-    out = output_dir(cfg, base)
+    out = output_dir(cfg, base, intrinsic)
     ckpt = out.parent / f"{cfg.kind}{CHECKPOINT}"
     if restart:
         shutil.rmtree(ckpt, ignore_errors=True)
@@ -286,7 +311,8 @@ def train_adapter(
             on_step(step + 1, loss.item())
     model.eval()
     report = {
-        "intrinsic": REQUIREMENT_CHECK, "kind": cfg.kind, "base_model": base,
+        "intrinsic": intrinsic, "kind": cfg.kind, "base_model": base,
+        "labels": list(data.labels),
         "data": {"path": str(cfg.data), "sha256": data.sha256, "lines": data.lines,
                  "train_examples": len(train_rows), "validation_examples": len(val_rows)},
         "hyperparameters": {k: v for k, v in asdict(cfg).items()
@@ -299,12 +325,13 @@ def train_adapter(
         "seconds_this_session": round(time.perf_counter() - started, 1),
         "torch_threads": torch.get_num_threads(), "device": str(model.device),
     }
-    _write_adapter(model, out, base, report)
+    _write_adapter(model, out, base, report, io_path)
     shutil.rmtree(ckpt, ignore_errors=True)
     return TrainingResult(out, report)
 
 
-def _write_adapter(model: Any, out: Path, base: str, report: dict[str, Any]) -> None:
+def _write_adapter(model: Any, out: Path, base: str, report: dict[str, Any],
+                   io_path: Path) -> None:
     """Save in the library layout, replacing an earlier adapter only once the new one is
     complete."""
     tmp = out.with_name(out.name + ".saving")
@@ -316,7 +343,7 @@ def _write_adapter(model: Any, out: Path, base: str, report: dict[str, Any]) -> 
     config["base_model_name_or_path"] = base
     config["target_modules"] = sorted(config.get("target_modules") or [])
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    shutil.copyfile(REQUIREMENT_CHECK_IO_YAML, tmp / "io.yaml")
+    shutil.copyfile(io_path, tmp / "io.yaml")
     (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     if out.exists():
         shutil.rmtree(out)

@@ -15,6 +15,7 @@ turn, or refuses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,16 @@ class Row:
     ids: list[int]  # prompt + forced JSON prefix + answer (+ EOS)
     answer: int  # how many trailing ids are the answer the loss trains
     shared: int  # where the adapter starts acting (an aLoRA's invocation; 0 for a LoRA)
-    label: bool
+    label: str  # the category answered
     line: int
 
 
 def invocation_text(io: IOConfig) -> str:
-    """The instruction's fixed opening: ``<requirements>: {requirement}`` -> ``<requirements>``."""
+    """The instruction's fixed opening: ``<requirements>: {requirement}`` -> ``<requirements>``
+    (a leading ``<tag>``, else the text before the first ``{``)."""
     instruction = io.instruction or ""
-    head = instruction.split("{", 1)[0]
+    tag = re.match(r"\s*(<[^<>\s{}]+>)", instruction)
+    head = tag.group(1) if tag else instruction.split("{", 1)[0]
     text = head.rstrip(" \t\n:;,.-")
     if not text:
         raise TrainingError(
@@ -74,27 +77,22 @@ def adapter_record(tokenizer: Any, kind: str, io_path: Path = REQUIREMENT_CHECK_
         if invocation else None)
 
 
-def answer_ids(tokenizer: Any, adapter: Adapter) -> tuple[list[int], dict[bool, list[int]],
-                                                          dict[bool, int]]:
-    """The forced prefix, each label's answer ids, and each label's first answer id (the
-    token the fast path reads)."""
+def answer_ids(tokenizer: Any, adapter: Adapter) -> tuple[list[int], dict[str, list[int]]]:
+    """The forced prefix and each category's answer ids (value, closing ``"}``, EOS)."""
     spec = adapter.fast_path
-    if spec is None or set(spec.categories) != {"yes", "no"}:
+    if spec is None or len(spec.categories) != 2:
         raise TrainingError(
             f"{adapter.io_config.source}: training needs an io.yaml scored by a likelihood "
-            "over yes/no (the requirement-check one); this one has none.")
+            "over two categories (as requirement-check's yes/no); this one has none.")
     forced = encode(tokenizer, spec.json_prefix)
-    answers: dict[bool, list[int]] = {}
-    for label, value in ((True, "yes"), (False, "no")):
+    answers: dict[str, list[int]] = {}
+    for value in spec.categories:
         full = encode(tokenizer, spec.json_prefix + value + '"}')
         if full[: len(forced)] != forced:
             raise TrainingError(f"{spec.json_prefix!r} does not end at a token boundary with "
                                 "this tokenizer; the forced prefix would not match training.")
-        answers[label] = [*full[len(forced):], tokenizer.eos_token_id]
-    first = {label: ids[0] for label, ids in answers.items()}
-    if first[True] == first[False]:
-        raise TrainingError("'yes' and 'no' start with the same token in this tokenizer.")
-    return forced, answers, first
+        answers[value] = [*full[len(forced):], tokenizer.eos_token_id]
+    return forced, answers
 
 
 def context_of(messages: tuple[tuple[str, str], ...]) -> ChatContext:
@@ -107,12 +105,12 @@ def context_of(messages: tuple[tuple[str, str], ...]) -> ChatContext:
 def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
                max_length: int) -> list[Row]:
     """One row per example; every example that does not fit ``max_length`` is listed."""
-    forced, answers, _first = answer_ids(tokenizer, adapter)
+    forced, answers = answer_ids(tokenizer, adapter)
     intrinsic = Intrinsic.for_adapter(adapter)
     rows, long = [], []
     for ex in examples:
         prompt = build_prompts(tokenizer, intrinsic, adapter, context_of(ex.messages),
-                               [{"requirement": ex.requirement}])[0]
+                               [dict(ex.variables)])[0]
         ids = [*prompt.ids, *forced, *answers[ex.label]]
         if len(ids) > max_length:
             long.append(f"line {ex.line}: {len(ids)} tokens")
