@@ -4,8 +4,9 @@
     python scripts/make_check_dataset.py --out data/checks --model smollm2-135m --generate 200
 
 Every line is the ``check`` format: a user turn, an assistant answer, one requirement and its
-label. The labels are computed by a rule per family from the answer text (``RULES``), never
-guessed, whatever wrote the answer. Answers come from templates that meet or miss each
+label (plus ``family``, ``slot`` and ``source``, which ``check`` and ``train`` ignore). The
+labels are computed by each family's rule from the answer text, never guessed, whatever wrote
+the answer. Answers come from templates that meet or miss each
 requirement on purpose (balanced labels), and, with ``--model``, from the real model answering
 the prompts itself (greedy), labelled by the same rules; those are what users' checks see.
 
@@ -213,7 +214,7 @@ def example(rng: random.Random, family: Family, held: bool, want: bool) -> dict[
     return {"messages": [{"role": "user", "content": f"{prompt_for(rng, topic)} {requirement}"},
                          {"role": "assistant", "content": answer}],
             "requirement": requirement, "label": label, "family": family.name,
-            "source": "template"}
+            "slot": slot, "source": "template"}
 
 
 def model_examples(rng: random.Random, n: int, held: bool, model: str) -> list[dict[str, Any]]:
@@ -244,7 +245,7 @@ def model_examples(rng: random.Random, n: int, held: bool, model: str) -> list[d
         out.append({"messages": [{"role": "user", "content": user},
                                  {"role": "assistant", "content": answer}],
                     "requirement": requirement, "label": family.rule(answer, slot),
-                    "family": family.name, "source": model})
+                    "family": family.name, "slot": slot, "source": model})
     return out
 
 
