@@ -128,3 +128,22 @@ def test_a_file_that_is_not_a_gguf_is_a_typed_error(tmp_path):
     with pytest.raises(GGUFConversionError, match=r"broken\.gguf"):
         convert_gguf(bad, root=tmp_path / "cache")
     assert not list((tmp_path / "cache").rglob("model.safetensors"))
+
+
+def test_a_bfloat16_conversion_is_its_own_cache_entry_and_close_to_float32(
+        converted, tiny_gguf, root):
+    from transformers import AutoModelForCausalLM
+
+    half = convert_gguf(tiny_gguf, root=root, dtype="bfloat16")
+    assert half != converted and half.parent.name.endswith("-bfloat16")
+    a = AutoModelForCausalLM.from_pretrained(str(converted), dtype=torch.float32).eval()
+    b = AutoModelForCausalLM.from_pretrained(str(half), dtype="auto").eval()
+    assert b.dtype == torch.bfloat16
+    ids = torch.tensor([[5, 17, 40, 3, 99, 12]])
+    with torch.no_grad():
+        fa, fb = a(ids).logits, b(ids).logits.float()
+    # bf16 weights and arithmetic (8 mantissa bits): next-token probabilities within 0.02.
+    assert (fa.softmax(-1) - fb.softmax(-1)).abs().max().item() < 0.02
+    assert (fa.argmax(-1) == fb.argmax(-1)).float().mean().item() >= 0.8
+    with pytest.raises(GGUFConversionError, match="float16"):
+        convert_gguf(tiny_gguf, root=root, dtype="float16")

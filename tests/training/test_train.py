@@ -137,3 +137,12 @@ def test_a_lora_trains_and_loads_as_a_lora(check_jsonl, tmp_path):
 def test_bad_settings_are_typed_errors(check_jsonl, tmp_path, bad):
     with pytest.raises(TrainingError):
         train_adapter(config(check_jsonl, tmp_path, **bad))
+
+
+def test_gradient_checkpointing_trains_the_same_weights(check_jsonl, tmp_path):
+    plain = train_adapter(config(check_jsonl, tmp_path / "plain", max_steps=2))
+    ckpt = train_adapter(config(check_jsonl, tmp_path / "ckpt", max_steps=2,
+                                gradient_checkpointing=True))
+    a = load_file(str(plain.path / "adapter_model.safetensors"))
+    b = load_file(str(ckpt.path / "adapter_model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
