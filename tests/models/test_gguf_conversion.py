@@ -147,3 +147,15 @@ def test_a_bfloat16_conversion_is_its_own_cache_entry_and_close_to_float32(
     assert (fa.argmax(-1) == fb.argmax(-1)).float().mean().item() >= 0.8
     with pytest.raises(GGUFConversionError, match="float16"):
         convert_gguf(tiny_gguf, root=root, dtype="float16")
+
+
+def test_a_folder_holding_one_gguf_loads_as_that_gguf(converted, tiny_gguf, root, tmp_path,
+                                                      monkeypatch):
+    from mellea_local.backends.huggingface import LocalHFBackend
+
+    folder = tmp_path / "download"
+    folder.mkdir()
+    shutil.copy(tiny_gguf, folder / tiny_gguf.name)
+    monkeypatch.setenv("MELLEA_LOCAL_MODELS", str(root))
+    backend = LocalHFBackend(folder, device="cpu")
+    assert backend.model_id == str(converted)  # the cached conversion, not a second one
