@@ -109,6 +109,12 @@ def _convert_into(path: Path, out: Path, *, dtype: str, sha256: str, name: str) 
     from mellea_local.models.cache import write_manifest
 
     try:
+        import gguf  # noqa: F401  (transformers reads GGUF files through it)
+    except ImportError:
+        raise GGUFConversionError(
+            f"Reading {str(path)!r} needs the gguf package: pip install 'gguf>=0.19' (a "
+            "dependency of mellea-local; reinstall it if it went missing).") from None
+    try:
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         loaded = AutoModelForCausalLM.from_pretrained(
             str(path.parent), gguf_file=path.name, dtype=torch.float32)
