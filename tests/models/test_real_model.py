@@ -69,3 +69,40 @@ def test_two_training_steps_on_it_give_an_adapter_that_loads_and_scores(smollm, 
         Message("assistant", "Paris."))
     scores = requirement_checks(ctx, smollm, ["Answer in one word."], adapter=loaded.name)
     assert 0.0 <= scores[0] <= 1.0
+
+
+def test_it_learns_a_small_slice_by_heart(smollm, tmp_path):
+    """The whole pipeline can fit the real model: 8 checks of 4 families (pairs that differ
+    only in the answer), 20 steps, and the adapter, loaded and scored through the product path,
+    gets every one right (8 rows of make_check_dataset: loss 1.25 -> 0.22 in 12 steps, ~8 s a
+    step on 1 thread)."""
+    import json
+
+    from mellea_local.intrinsics.requirement_check import requirement_checks
+    from mellea_local.training import TrainConfig, train_adapter
+    from mellea_local.training.rows import context_of
+
+    rows = [
+        ("Tell me about bees. Reply in ALL CAPS.", "BEES MAKE HONEY.", "Reply in ALL CAPS.", True),
+        ("Tell me about rain.", "Rain falls from clouds.", "Reply in ALL CAPS.", False),
+        ("Explain chess.", "Chess is a board game. What do you play?",
+         "End your reply with a question.", True),
+        ("Explain chess.", "Chess is a board game.", "End your reply with a question.", False),
+        ("Facts on trains?", '{"topic": "trains"}', "Answer with valid JSON only.", True),
+        ("Facts on trains?", "Trains run on rails.", "Answer with valid JSON only.", False),
+        ("About coffee?", "I can't help with that.", "Decline to answer.", True),
+        ("About coffee?", "Coffee is a drink.", "Decline to answer.", False),
+    ]
+    data = tmp_path / "slice.jsonl"
+    data.write_text("".join(json.dumps({"messages": [
+        {"role": "user", "content": u}, {"role": "assistant", "content": a}],
+        "requirement": r, "label": y}) + "\n" for u, a, r, y in rows), encoding="utf-8")
+    result = train_adapter(TrainConfig(
+        data=str(data), model="smollm2-135m", out_root=str(tmp_path / "lib"), epochs=20,
+        max_steps=20, batch_size=8, lr=1e-3, validation=0.0, threads=1))
+    losses = result.report["loss_per_step"]
+    assert losses[-1] < losses[0] / 2
+    loaded = smollm.add_adapter(str(result.path), name="slice")
+    scores = [requirement_checks(context_of((("user", u), ("assistant", a))), smollm, [r],
+                                 adapter=loaded.name)[0] for u, a, r, _ in rows]
+    assert [s > 0.5 for s in scores] == [y for *_, y in rows], (scores, losses)
