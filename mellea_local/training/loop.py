@@ -273,7 +273,10 @@ def train_adapter(
         warnings.filterwarnings("ignore", ".*is_gradient_checkpointing.*", FutureWarning)
         model = get_peft_model(model, peft_config)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        with warnings.catch_warnings():  # renamed activation_checkpointing_enable in v6
+            warnings.filterwarnings("ignore", ".*gradient_checkpointing_enable.*", FutureWarning)
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
