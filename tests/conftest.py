@@ -102,3 +102,86 @@ def shared_embedded_backend():
     from mellea_local.backends.huggingface import LocalHFBackend
 
     return LocalHFBackend.embedded()
+
+
+# --- A GGUF of the embedded model (mellea_local.models) -----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory):
+    """The trained embedded model written as an f32 GGUF, chat template included, with the
+    ``gguf`` package (as llama.cpp lays one out), so converting it back must reproduce the
+    embedded model's logits exactly. Named ``mellea-tiny-chat.gguf``: its conversion is a
+    folder of that name, so the embedded adapter libraries fit it."""
+    import json
+    from pathlib import Path
+
+    import gguf
+    import numpy as np
+    from safetensors import safe_open
+    from transformers import AutoTokenizer
+
+    from mellea_local.embedded import trained_weights_dir
+
+    src = Path(trained_weights_dir())
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    tokenizer = AutoTokenizer.from_pretrained(str(src))
+    out = tmp_path_factory.mktemp("gguf") / "mellea-tiny-chat.gguf"
+    n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // n_head
+    w = gguf.GGUFWriter(str(out), "llama")
+    w.add_name("mellea-tiny-chat")
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(float((config.get("rope_parameters") or {}).get("rope_theta", 1e4)))
+    w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    w.add_vocab_size(config["vocab_size"])
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    data = json.loads(tokenizer.backend_tokenizer.to_str())
+    tokens = [""] * len(tokenizer)
+    types = [1] * len(tokenizer)
+    for token, i in data["model"]["vocab"].items():
+        tokens[i] = token
+    for added in data.get("added_tokens", []):
+        tokens[added["id"]] = added["content"]
+        types[added["id"]] = 3 if added.get("special") else 4
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m)
+                        for m in data["model"].get("merges", [])])
+    w.add_bos_token_id(tokenizer.bos_token_id)
+    w.add_eos_token_id(tokenizer.eos_token_id)
+    w.add_pad_token_id(tokenizer.pad_token_id)
+    w.add_chat_template(tokenizer.chat_template)
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+             "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    with safe_open(str(src / "model.safetensors"), framework="np") as f:
+        for key in sorted(f.keys()):
+            stem = key.removesuffix(".weight").removeprefix("model.")
+            tensor = f.get_tensor(key).astype(np.float32)
+            if stem in ("embed_tokens", "norm", "lm_head"):
+                name = {"embed_tokens": "token_embd", "norm": "output_norm",
+                        "lm_head": "output"}[stem]
+            else:
+                _, layer, rest = stem.split(".", 2)
+                name = f"blk.{layer}.{names[rest]}"
+                heads = {"self_attn.q_proj": n_head, "self_attn.k_proj": n_kv}.get(rest)
+                if heads:  # HF's rotate-half rows -> llama.cpp's interleaved RoPE order
+                    tensor = (tensor.reshape(heads, 2, tensor.shape[0] // heads // 2,
+                                             *tensor.shape[1:])
+                              .swapaxes(1, 2).reshape(tensor.shape))
+            w.add_tensor(f"{name}.weight", np.ascontiguousarray(tensor))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out

@@ -30,10 +30,12 @@ STAGES: tuple[str, ...] = (
     "embedded",                                  # the offline tiny model and its check families
     "intrinsics",                                # Intrinsic objects over an AdapterRunner
     "requirements", "sampling", "react",         # verdicts, instruct/repair, the agent loop
+    "models",                                    # GGUF conversion, model cache and registry
     "backends",                                  # concrete backends (LocalHFBackend)
     "session",                                   # start_session(): the peer's entry point
     "<root>",                                    # mellea_local/__init__.py, the public API
     "launch",                                    # a backend from command-line arguments
+    "training",                                  # train requirement-check adapters
     "batch",                                     # checks over datasets: local and Ray engines
     "bench",                                     # the benchmark suite
     "cli", "__main__",                           # the command line

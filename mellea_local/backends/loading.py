@@ -161,6 +161,30 @@ def check_model_name(model: Any) -> str:
     return model
 
 
+def resolve_model_source(model: str | os.PathLike[str]) -> str:
+    """What ``model`` loads from: a ``.gguf`` file (or a folder holding one) becomes its cached
+    safetensors conversion, a registered name (``smollm2-135m``) its verified cached folder, a
+    converted folder is verified; anything else (a model folder, a hub id) is returned as is.
+
+    A registered name only counts when no file or folder of that name exists, so a local
+    folder called ``smollm2-135m`` still loads as a folder.
+    """
+    from mellea_local.models import convert_gguf, find_gguf, is_registered, model_path
+    from mellea_local.models.cache import MANIFEST, verify_converted
+
+    name = check_model_name(model)
+    path = Path(name).expanduser()
+    gguf = find_gguf(path)
+    if gguf is not None:
+        return str(convert_gguf(gguf, progress=logger.info))
+    if (path / MANIFEST).is_file():
+        verify_converted(path)
+        return name
+    if not path.exists() and is_registered(name):
+        return str(model_path(name))
+    return name
+
+
 def load_pretrained(
     model: str | os.PathLike[str],
     *,

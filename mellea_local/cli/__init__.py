@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mellea_local.cli.models import models_app
 from mellea_local.cli.options import (
     EMBEDDED,
     AdapterOpt,
@@ -23,6 +24,7 @@ from mellea_local.cli.options import (
     apply_cli_threads,
     run_guarded,
 )
+from mellea_local.cli.train import TRAIN_EPILOG, train_command
 from mellea_local.cli.usage import CliGroup
 from mellea_local.errors import CheckFileError, InvalidInputError
 
@@ -398,6 +400,10 @@ def export_gguf_command(
         typer.echo(f"wrote {out_dir / 'manifest.json'}")
 
     run_guarded(debug, work)
+
+
+app.add_typer(models_app, name="models")
+app.command("train", epilog=TRAIN_EPILOG)(train_command)
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ from mellea_local.backends.loading import (
     load_pretrained,
     resolve_device,
     resolve_dtype,
+    resolve_model_source,
 )
 from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
@@ -92,6 +93,7 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         check_model_options(model_options)
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
+        model = resolve_model_source(model)  # a .gguf, a registered name -> a cached folder
         lm, tokenizer = load_pretrained(
             model,
             device=dev,

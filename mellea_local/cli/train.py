@@ -1,0 +1,117 @@
+"""``mellea-local train``: a requirement-check aLoRA (or LoRA) from a labelled JSONL.
+
+Draws a progress bar with the running loss and ETA, prints validation accuracy per epoch, and
+ends with where the adapter is and the command that uses it. Interrupted (Ctrl-C or killed),
+the same command resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mellea_local.cli.options import DebugOpt, DeviceOpt, DtypeOpt, run_guarded
+
+TRAIN_EPILOG = (
+    "DATA: the `check` format with labels, one JSON object a line, e.g.\n\n"
+    "\b\n"
+    '{"messages": [{"role": "user", "content": "Capital of France?"},\n'
+    '              {"role": "assistant", "content": "Paris."}],\n'
+    ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": [true, false]}\n\n'
+    "Or the peer's rows, {\"item\": \"...\", \"label\": \"T\"} with two labels: they train a "
+    "custom intrinsic (--intrinsic NAME) whose io.yaml is written beside the adapter.\n\n"
+    "Every line is checked before the model loads; all bad lines are listed at once.\n\n"
+    "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json). "
+    "Use it with --adapter that folder, or `backend.add_adapter('requirement-check', "
+    "roots=[OUT])`. Rerunning the same command after an interruption resumes."
+)
+
+
+def train_command(
+    data: Annotated[Path, typer.Argument(metavar="DATA", help="Labelled JSONL (check format).")],
+    model: Annotated[str, typer.Option(
+        "--model", "-m", help="Base model: a folder, a .gguf, a registered name "
+        "(smollm2-135m) or 'embedded'.")] = "embedded",
+    kind: Annotated[str, typer.Option(help="alora (reuses the base KV cache) or lora.")
+                    ] = "alora",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Adapter library root to write into.")
+                   ] = Path("adapters"),
+    intrinsic: Annotated[str | None, typer.Option(
+        help="For the peer's item/label rows: the custom intrinsic's name (default "
+        "custom-check).")] = None,
+    epochs: Annotated[int, typer.Option(min=1)] = 3,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", min=1, help="Stop after this many optimizer steps.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 8,
+    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 2e-4,
+    rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 32,
+    alpha: Annotated[int, typer.Option(min=1, help="LoRA alpha.")] = 32,
+    validation: Annotated[float, typer.Option(
+        help="Share of lines held out for validation accuracy.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Seeds the split, batches and init.")] = 0,
+    max_length: Annotated[int, typer.Option(
+        "--max-length", min=8, help="Longest example in tokens; longer ones are refused.")
+    ] = 1024,
+    gradient_checkpointing: Annotated[bool, typer.Option(
+        "--gradient-checkpointing", help="Trade compute for memory.")] = False,
+    checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1)] = 25,
+    threads: Annotated[int | None, typer.Option(
+        min=1, help="torch CPU threads (1 is steadiest on a shared machine).")] = None,
+    restart: Annotated[bool, typer.Option(
+        "--restart", help="Discard a checkpoint of an earlier run instead of resuming.")
+    ] = False,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Train a requirement-check aLoRA (default) or LoRA for a local base model."""
+
+    def work() -> None:
+        import os
+
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        from mellea_local.core.backend import REQUIREMENT_CHECK
+        from mellea_local.training import TrainConfig, train_adapter
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        cfg = TrainConfig(
+            data=str(data), model=model, kind=kind, out_root=str(out), intrinsic=intrinsic,
+            epochs=epochs,
+            max_steps=max_steps, batch_size=batch_size, lr=lr, rank=rank, alpha=alpha,
+            validation=validation, seed=seed, max_length=max_length,
+            gradient_checkpointing=gradient_checkpointing, checkpoint_every=checkpoint_every,
+            device=device, dtype=dtype, threads=threads)
+        console = Console(stderr=True, soft_wrap=True)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn(),
+                   TextColumn("eta"), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=False) as progress:
+            result = train_adapter(cfg, restart=restart, progress=progress)
+        report = result.report
+        for entry in report["validation_accuracy"]:
+            acc = entry["accuracy"]
+            console.print(f"epoch {entry['epoch']} (step {entry['step']}): validation accuracy "
+                          + ("n/a (no validation lines)" if acc is None else f"{acc:.3f}"))
+        console.print(f"torch threads: {report['torch_threads']}, device: {report['device']}")
+        typer.echo(str(result.path))
+        if report["intrinsic"] == REQUIREMENT_CHECK:
+            console.print(f"use it: mellea-local check DATA -o OUT --model {model} --adapter "
+                          f"{result.path}")
+        else:
+            console.print(
+                f"use it: backend.add_adapter({str(result.path)!r}); mellea_local.intrinsic("
+                f"backend, {report['intrinsic']!r}, ChatContext().add(Message('user', item)))"
+                f" -> {{'label': P({report['labels'][0]!r})}}")
+
+    run_guarded(debug, work)
