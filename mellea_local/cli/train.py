@@ -19,7 +19,7 @@ TRAIN_EPILOG = (
     "\b\n"
     '{"messages": [{"role": "user", "content": "Capital of France?"},\n'
     '              {"role": "assistant", "content": "Paris."}],\n'
-    ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": [true, false]}\n\n'
+    ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": \\[true, false]}\n\n'
     "Or the peer's rows, {\"item\": \"...\", \"label\": \"T\"} with two labels: they train a "
     "custom intrinsic (--intrinsic NAME) whose io.yaml is written beside the adapter.\n\n"
     "Every line is checked before the model loads; all bad lines are listed at once.\n\n"

@@ -251,7 +251,9 @@ def train_adapter(
             f"With {base}'s tokenizer the forced prefix {adapter.fast_path.json_prefix!r} does "
             "not end at a token boundary, so checks run by constrained generation, which this "
             "trainer does not model; train on a base whose tokenizer splits it cleanly.")
-    alora = adapter.strategy.invoked
+    # The kind decides what PEFT is told: an aLoRA its invocation, a LoRA None (every token).
+    invocation = adapter.strategy.engine_invocation(adapter.invocation_tokens)
+    alora = invocation is not None  # rows then carry PEFT's alora_offsets
     steps_per_epoch = math.ceil(len(train_rows) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     if cfg.max_steps is not None:
@@ -268,7 +270,7 @@ def train_adapter(
     peft_config = LoraConfig(
         r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
         target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
-        alora_invocation_tokens=list(adapter.invocation_tokens) if alora else None)
+        alora_invocation_tokens=invocation)
     with warnings.catch_warnings():  # PEFT asks transformers a property deprecated in v6
         warnings.filterwarnings("ignore", ".*is_gradient_checkpointing.*", FutureWarning)
         model = get_peft_model(model, peft_config)

@@ -67,8 +67,9 @@ def adapter_record(tokenizer: Any, kind: str, io_path: Path = REQUIREMENT_CHECK_
     io = IOConfig.load(io_path)
     io.check_supported()
     adapter_kind = AdapterKind(kind)
-    invocation = (tuple(encode(tokenizer, invocation_text(io)))
-                  if strategy_for(adapter_kind).invoked else None)
+    # The kind decides: an aLoRA is told its invocation, a LoRA (every token) gets None.
+    told = strategy_for(adapter_kind).engine_invocation(encode(tokenizer, invocation_text(io)))
+    invocation = tuple(told) if told is not None else None
     return Adapter(
         name=f"{intrinsic}_{kind}", kind=adapter_kind,
         path=io_path.parent, io_config=io, invocation_tokens=invocation, intrinsic=intrinsic,
@@ -114,7 +115,7 @@ def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
         ids = [*prompt.ids, *forced, *answers[ex.label]]
         if len(ids) > max_length:
             long.append(f"line {ex.line}: {len(ids)} tokens")
-        shared = prompt.shared if adapter.strategy.invoked else 0
+        shared = adapter.strategy.base_cache_prefix(prompt.shared)
         rows.append(Row(ids, len(answers[ex.label]), shared, ex.label, ex.line))
     if long:
         raise TrainingDataError(
