@@ -93,7 +93,8 @@ def last_logits_locked(
     with torch.no_grad():
         holder.assert_base()
         with engine.reusing(rows[0][: shared + 1], reuse=base > 0, base=shared,
-                            reusable=base) as prefix:
+                            reusable=base,
+                            unreusable=not strategy.reuses_base_cache) as prefix:
             head = list(rows[0][prefix.reused : shared])
             for s in suffixes:
                 strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
@@ -133,7 +134,8 @@ def adapter_generate(
     with engine.lock, torch.no_grad():
         holder.assert_base()
         with engine.reusing(ids[: shared + 1], reuse=base > 0, base=shared,
-                            reusable=base) as prefix:
+                            reusable=base,
+                            unreusable=not strategy.reuses_base_cache) as prefix:
             tensor = torch.tensor([list(ids)], device=model.device)
             strategy.require_activation(adapter, ids[prefix.reused:])
             with holder.using(adapter.name) as peft:

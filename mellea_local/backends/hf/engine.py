@@ -104,7 +104,7 @@ class Engine:
     @contextlib.contextmanager
     def reusing(
         self, key: Sequence[int], *, reuse: bool = True, base: int | None = None,
-        reusable: int,
+        reusable: int, unreusable: bool = False,
     ) -> Iterator[Checkout]:
         """The cache rule, for one call (model lock held).
 
@@ -114,7 +114,8 @@ class Engine:
         base K/V only) and stored under ``key[:base]``; with ``base=None`` the call's
         ``result`` is stored under its ``result_ids`` instead (a generation keeps what it
         made). The call is then recorded in the stats, ``reusable`` being the prefix it offered
-        for reuse.
+        for reuse, ``unreusable`` whether the call's adapter cannot read base K/V at all (a
+        plain LoRA: ``stats.unreusable_calls``).
         """
         taken, reused = self.prefix_cache.take(list(key)) if reuse else (None, 0)
         checkout = Checkout(taken if taken is not None else new_cache(self.model), reused)
@@ -141,4 +142,4 @@ class Engine:
                 self.prefix_cache.discard(taken)
         if checkout.fed is not None:
             self.stats.record(prefilled=checkout.fed, reused=checkout.reused,
-                              reusable=reusable)
+                              reusable=reusable, unreusable=unreusable)

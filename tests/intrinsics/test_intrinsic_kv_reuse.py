@@ -1,0 +1,149 @@
+"""Issue 33 item 4: intrinsics after a RAG generation, at the compute floor.
+
+On the embedded (tiny) model with random adapters built here: every aLoRA intrinsic after a
+RAG generation reads the documents and the conversation from the base cache and prefills only
+its own suffix; a plain-LoRA intrinsic says in ``backend.stats`` that it could not reuse it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mellea_local.adapters.kinds import find_run
+from mellea_local.backends.huggingface import LocalHFBackend
+from mellea_local.core.context import ChatContext
+from mellea_local.embedded import build_model
+from mellea_local.intrinsics.call import aintrinsic_batch, as_runner
+from mellea_local.intrinsics.intrinsic import Intrinsic
+from mellea_local.intrinsics.options import scoring_options
+from mellea_local.intrinsics.prompt import build_prompts
+from mellea_local.intrinsics.scoring import category_tokens, fast_path_for
+from mellea_local.messages import Message
+
+from .conftest import BASE_NAME, BASE_SEED
+from .test_granitelib_intrinsics import _save
+
+TOL = 1e-4
+DOCS = ["Owls are nocturnal birds of prey. They hunt at night, mostly small mammals.",
+        "Barn owls sleep during the day in barns, hollow trees and church towers."]
+ALORAS = {  # intrinsic -> variables of one call
+    "requirement-check": {"requirement": "Cite the documents."},
+    "uncertainty": {},
+    "guardian-core": {"criteria": "The answer is rude.",
+                      "scoring_schema": "Score the last assistant answer."},
+    "policy-guardrails": {"policy_text": "Never give medical advice."},
+}
+LORA = ("requirement-check", {"requirement": "Cite the documents."})  # as a plain LoRA
+
+
+@pytest.fixture(scope="module")
+def library(tiny_tokenizer, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kv-reuse-lib")
+    base = build_model(tiny_tokenizer, seed=BASE_SEED)
+    for seed, name in enumerate(ALORAS):
+        _save(tiny_tokenizer, base, root / name / BASE_NAME / "alora", name, 300 + seed)
+    _save(tiny_tokenizer, base, root / "lora", "query_rewrite", 399)  # invocation-free LoRA
+    (root / "lora" / "io.yaml").write_text(
+        (root / LORA[0] / BASE_NAME / "alora" / "io.yaml").read_text())
+    return root
+
+
+def make_backend(tokenizer, library: Path) -> LocalHFBackend:
+    backend = LocalHFBackend.from_loaded(build_model(tokenizer, seed=BASE_SEED), tokenizer,
+                                         model_id=BASE_NAME)
+    for name in ALORAS:
+        backend.add_adapter(name, roots=[library])
+    backend.add_adapter(library / "lora", name="rc-lora", intrinsic=LORA[0])
+    return backend
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_tokenizer, library) -> LocalHFBackend:
+    return make_backend(tiny_tokenizer, library)
+
+
+async def rag_generation(backend: LocalHFBackend) -> ChatContext:
+    """A generated answer to a question with documents (the base cache then holds it)."""
+    backend.prefix_cache.clear()
+    mot, ctx = await backend.generate_from_context(
+        Message("user", "When do owls hunt?", documents=DOCS), ChatContext(),
+        model_options={"max_new_tokens": 12,
+                       "bad_words_ids": [[t] for t in backend.tokenizer.all_special_ids]})
+    await mot.avalue()
+    return ctx
+
+
+def prompt_of(backend: LocalHFBackend, name: str, ctx: ChatContext, variables: dict,
+              adapter_name: str | None = None):
+    runner = as_runner(backend)
+    adapter = runner.adapter_for(name, name=adapter_name)
+    intrinsic = Intrinsic.for_adapter(adapter)
+    options = scoring_options(None, backend.tokenizer.chat_template,
+                              defaults=intrinsic.config.parameters)
+    [prompt] = build_prompts(backend.tokenizer, intrinsic, adapter, ctx, [variables], options)
+    spec = fast_path_for(runner, intrinsic)
+    forced = len(category_tokens(backend.tokenizer, spec).forced) if spec is not None else 0
+    return adapter, prompt, forced
+
+
+async def test_each_alora_intrinsic_after_a_rag_generation_prefills_only_its_suffix(backend):
+    ctx = await rag_generation(backend)
+    generated = len(backend.prefix_cache)  # the generation's entry: documents + answer
+    assert generated == 1
+    first = True
+    for name, variables in ALORAS.items():
+        adapter, prompt, forced = prompt_of(backend, name, ctx, variables)
+        assert find_run(prompt.ids, adapter.invocation_tokens) == prompt.shared
+        before = backend.stats.total
+        await aintrinsic_batch(backend, name, ctx, [variables])
+        last = backend.stats.last
+        suffix = len(prompt.ids) - prompt.shared
+        if first:
+            # The generation cached the documents, the question and the answer; the first
+            # intrinsic adds the turn's close and the next header to the cache.
+            assert last.reused_tokens > len(prompt.ids) // 2
+            assert last.prefilled_tokens == len(prompt.ids) - last.reused_tokens + forced
+            first = False
+        else:
+            assert last.reused_tokens == prompt.shared  # documents + conversation: cached
+            assert last.prefilled_tokens == suffix + forced  # its own suffix, nothing more
+        assert last.unreusable_calls == 0 and last.cache_hits == 1
+        assert backend.stats.unreusable_calls == before.unreusable_calls
+
+
+async def test_a_lora_intrinsic_says_in_stats_that_it_could_not_reuse(backend):
+    ctx = await rag_generation(backend)
+    name, variables = LORA
+    adapter, prompt, forced = prompt_of(backend, name, ctx, variables, "rc-lora")
+    assert adapter.kind.value == "lora"
+    before = backend.stats.unreusable_calls
+    await aintrinsic_batch(backend, name, ctx, [variables], adapter="rc-lora")
+    last = backend.stats.last
+    assert last.unreusable_calls == 1 and last.cache_misses == 1
+    assert (last.reused_tokens, last.reusable_tokens) == (0, 0)
+    assert last.prefilled_tokens == len(prompt.ids) + forced  # all of it, documents included
+    assert backend.stats.unreusable_calls == before + 1
+    assert "unreusable_calls=" in repr(backend.stats)
+    # An aLoRA call right after is not counted as one.
+    await aintrinsic_batch(backend, "uncertainty", ctx, [{}])
+    assert backend.stats.last.unreusable_calls == 0
+    assert backend.stats.unreusable_calls == before + 1
+
+
+async def test_alora_intrinsics_after_a_rag_generation_equal_from_scratch(backend):
+    ctx = await rag_generation(backend)
+    reused = [(await aintrinsic_batch(backend, n, ctx, [v]))[0] for n, v in ALORAS.items()]
+    scratch = [(await aintrinsic_batch(backend, n, ctx, [v], reuse=False))[0]
+               for n, v in ALORAS.items()]
+    for a, b in zip(reused, scratch, strict=True):
+        assert _close(a, b), (a, b)
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return abs(a - b) <= TOL
+    return a == b
