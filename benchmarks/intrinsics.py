@@ -138,9 +138,10 @@ def main() -> None:
             rows.append({"ours_s": t_ours, "scratch_s": t_scratch,
                          "ours_prefilled": p_ours, "scratch_prefilled": p_scratch})
     view = ctx.view_for_generation()
-    from mellea_local.rendering import render_prompt_ids, to_chat_messages, to_message_dicts
+    from mellea_local.rendering import render_prompt_ids, to_chat_messages, to_template_input
 
-    length = len(render_prompt_ids(tokenizer, to_message_dicts(to_chat_messages(view))))
+    turns, kwargs = to_template_input(to_chat_messages(view), tokenizer.chat_template)
+    length = len(render_prompt_ids(tokenizer, turns, None, kwargs))
     report = {
         "benchmark": "five intrinsics on one RAG answer, base-KV reuse vs from scratch",
         "model": args.size, "conversation_tokens": length, "threads": args.threads,
