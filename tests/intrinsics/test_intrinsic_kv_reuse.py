@@ -205,3 +205,68 @@ def _close(a, b) -> bool:
     if isinstance(a, float):
         return abs(a - b) <= TOL
     return a == b
+
+
+# ----- several intrinsics on one turn: one mixed-adapter forward ------------------------------
+
+FAST = ["requirement-check", "guardian-core", "uncertainty"]  # likelihood: the fast path
+
+
+async def test_intrinsics_on_one_turn_run_as_one_mixed_forward_equal_to_one_at_a_time(
+        backend):
+    from mellea_local.intrinsics import aintrinsics_on_turn
+
+    calls = [(n, ALORAS[n]) for n in FAST] + [
+        ("requirement-check", {"requirement": "Answer in one sentence."}),
+        ("policy-guardrails", ALORAS["policy-guardrails"])]
+    ctx = await rag_generation(backend)
+    expected = [(await aintrinsic_batch(backend, n, ctx, [v], reuse=False))[0]
+                for n, v in calls]
+    await rag_generation(backend)
+    before = backend.stats.total
+    got = await aintrinsics_on_turn(backend, ctx, calls)
+    for a, b in zip(got, expected, strict=True):
+        assert _close(a, b), (a, b)
+    fast = [c for c in calls if _fast(backend, c[0])]
+    assert len(fast) == 4  # policy-guardrails has no likelihood rule: generation
+    calls_made = (backend.stats.total.cache_hits + backend.stats.total.cache_misses
+                  - before.cache_hits - before.cache_misses)
+    assert calls_made == 1 + len(calls) - len(fast)  # the four fast ones: one forward
+    # Different adapters answered: the two requirement checks differ from each other and
+    # from the guardian's score.
+    assert abs(got[0]["requirement_check"]["score"] - got[3]["requirement_check"]["score"]) > 0
+
+
+def _fast(backend, name: str) -> bool:
+    runner = as_runner(backend)
+    return fast_path_for(runner, Intrinsic.for_adapter(runner.adapter_for(name))) is not None
+
+
+async def test_mixed_forward_prefills_the_suffixes_only_after_the_conversation_is_cached(
+        backend):
+    from mellea_local.intrinsics import aintrinsics_on_turn
+
+    calls = [(n, ALORAS[n]) for n in FAST]
+    ctx = await rag_generation(backend)
+    await aintrinsics_on_turn(backend, ctx, calls)
+    await aintrinsics_on_turn(backend, ctx, calls)
+    last = backend.stats.last
+    prompts = [prompt_of(backend, n, ctx, v) for n, v in calls]
+    assert last.reused_tokens == prompts[0][1].shared
+    assert last.prefilled_tokens == sum(len(p.ids) - p.shared + f for _, p, f in prompts)
+
+
+async def test_an_alora_and_a_lora_on_one_turn_do_not_mix_and_stay_exact(backend):
+    from mellea_local.intrinsics import aintrinsics_on_turn
+
+    ctx = await rag_generation(backend)
+    runner = as_runner(backend)
+    alora = runner.adapter_for("requirement-check")
+    lora = backend.adapters["rc-lora"]
+    _, prompt, _ = prompt_of(backend, "requirement-check", ctx, ALORAS["requirement-check"])
+    # A LoRA's K/V differ from the base cache's on every token: it cannot share the forward.
+    assert not backend.can_mix([(alora, prompt.ids), (lora, prompt.ids)], prompt.shared)
+    assert backend.can_mix([(alora, prompt.ids), (alora, prompt.ids)], prompt.shared)
+    got = await aintrinsics_on_turn(backend, ctx, [("requirement-check",
+                                                    ALORAS["requirement-check"])] * 2)
+    assert _close(got[0], got[1])

@@ -22,7 +22,12 @@ import torch
 
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.backends.cache_compat import crop_to, new_cache
-from mellea_local.backends.hf.adapter_calls import adapter_generate, last_logits, last_logits_locked
+from mellea_local.backends.hf.adapter_calls import (
+    adapter_generate,
+    last_logits,
+    last_logits_locked,
+    mixed_last_logits,
+)
 from mellea_local.backends.hf.cross_batch import CheckBatcher
 from mellea_local.backends.hf.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.hf.model_holder import ModelHolder
@@ -91,6 +96,12 @@ class Engine:
                     reuse: bool = True) -> torch.Tensor:
         """Next-token logits after each row with ``adapter`` on (``adapter_calls``)."""
         return last_logits(self, adapter, rows, shared, reuse=reuse)
+
+    def mixed_last_logits(self, calls: Sequence[tuple[Adapter, Sequence[int]]],
+                          shared: int) -> torch.Tensor:
+        """Next-token logits after each row with its own aLoRA on, in one forward
+        (``adapter_calls.mixed_last_logits``)."""
+        return mixed_last_logits(self, calls, shared)
 
     def adapter_generate(self, adapter: Adapter, ids: Sequence[int], shared: int, *,
                          processors: Sequence[Any] = (), max_new_tokens: int = 16,
