@@ -100,6 +100,13 @@ async def aintrinsics_on_turn(
     """
     runner = as_runner(backend)
     check_context(context)
+    for item in calls:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], Mapping)):
+            raise InputTypeError(
+                f"calls must hold (intrinsic name, variables) pairs, e.g. ('requirement-check', "
+                f"{{'requirement': '...'}}); got {item!r}."
+            )
     tokenizer = runner.tokenizer
     prepared = []
     for name, variables in calls:

@@ -270,3 +270,13 @@ async def test_an_alora_and_a_lora_on_one_turn_do_not_mix_and_stay_exact(backend
     got = await aintrinsics_on_turn(backend, ctx, [("requirement-check",
                                                     ALORAS["requirement-check"])] * 2)
     assert _close(got[0], got[1])
+
+
+async def test_a_malformed_call_list_is_a_typed_error(backend):
+    from mellea_local.errors import InputTypeError
+    from mellea_local.intrinsics import aintrinsics_on_turn
+
+    ctx = await rag_generation(backend)
+    with pytest.raises(InputTypeError, match="pairs"):
+        await aintrinsics_on_turn(backend, ctx, ["requirement-check"])
+    assert len(await aintrinsics_on_turn(backend, ctx, [("uncertainty", {})])) == 1
