@@ -30,6 +30,13 @@ class CacheCounts:
     LoRA, which cannot reuse base K/V). A call is a *hit* when the cache covered at least
     ``HIT_FRACTION`` of that prefix, so another conversation's shared role header (a few
     tokens of a long prompt) counts as the miss it is; else a *miss*.
+
+    ``unreusable_calls`` counts the calls whose adapter *cannot* reuse the conversation's
+    cache whatever it holds: a plain LoRA adapts every token, so it prefills the whole prompt
+    itself (its ``reusable_tokens`` is 0 and it is also a miss). After a call,
+    ``backend.stats.last.unreusable_calls == 1`` says that call was such a one; the total says
+    how many intrinsic calls paid a full prefill for that reason (an aLoRA of the same
+    intrinsic would have prefilled only its suffix).
     """
 
     prefilled_tokens: int = 0
@@ -37,6 +44,7 @@ class CacheCounts:
     cache_hits: int = 0
     cache_misses: int = 0
     reusable_tokens: int = 0
+    unreusable_calls: int = 0
 
     def __add__(self, other: CacheCounts) -> CacheCounts:
         return CacheCounts(
@@ -45,6 +53,7 @@ class CacheCounts:
             self.cache_hits + other.cache_hits,
             self.cache_misses + other.cache_misses,
             self.reusable_tokens + other.reusable_tokens,
+            self.unreusable_calls + other.unreusable_calls,
         )
 
 
@@ -65,11 +74,13 @@ class CacheStats:
         self._last = CacheCounts()
         self._prefix_cache = prefix_cache
 
-    def record(self, prefilled: int, reused: int, reusable: int | None = None) -> CacheCounts:
+    def record(self, prefilled: int, reused: int, reusable: int | None = None, *,
+               unreusable: bool = False) -> CacheCounts:
         """Count one call that fed ``prefilled`` new tokens on top of ``reused`` cached ones.
 
         ``reusable``: the prefix the call offered for reuse (default: ``reused``, i.e. the
-        call could not have reused more).
+        call could not have reused more). ``unreusable``: the call's adapter cannot read the
+        base cache at all (a plain LoRA), counted in ``unreusable_calls``.
         """
         reusable = reused if reusable is None else reusable
         if prefilled < 0 or reused < 0 or reusable < 0:
@@ -79,7 +90,7 @@ class CacheStats:
                 f"from the cache and offered for reuse."
             )
         hit = reused > 0 and reused >= HIT_FRACTION * reusable
-        call = CacheCounts(prefilled, reused, int(hit), int(not hit), reusable)
+        call = CacheCounts(prefilled, reused, int(hit), int(not hit), reusable, int(unreusable))
         self._last = call
         self._total = self._total + call
         return call
@@ -91,7 +102,7 @@ class CacheStats:
 
     @property
     def total(self) -> CacheCounts:
-        """All four totals as one consistent snapshot."""
+        """All the totals as one consistent snapshot."""
         return self._total
 
     @property
@@ -118,6 +129,11 @@ class CacheStats:
     @property
     def reusable_tokens(self) -> int:
         return self._total.reusable_tokens
+
+    @property
+    def unreusable_calls(self) -> int:
+        """Calls that could not reuse the conversation's cache (plain-LoRA adapter calls)."""
+        return self._total.unreusable_calls
 
     # The prefix cache's current state (0 without one).
 
@@ -150,6 +166,7 @@ class CacheStats:
         return (
             f"CacheStats(prefilled_tokens={t.prefilled_tokens}, reused_tokens={t.reused_tokens}, "
             f"cache_hits={t.cache_hits}, cache_misses={t.cache_misses}, "
+            f"unreusable_calls={t.unreusable_calls}, "
             f"last=(prefilled={last.prefilled_tokens}, reused={last.reused_tokens}, "
             f"hit={bool(last.cache_hits)}), cache=(entries={self.cache_entries}, "
             f"tokens={self.cache_tokens}/{self.cache_budget}, "

@@ -5,7 +5,8 @@
 - ``options``: which model options an intrinsic call honours;
 - ``rewrite``: the io.yaml's input side (sentence markers, documents, ``{last_message}``);
 - ``prompt``: the prompt in token space; ``scoring``: the fast and general paths;
-- ``call``: the public ``intrinsic`` / ``aintrinsic``;
+- ``call``: the public ``intrinsic`` / ``aintrinsic`` (and ``aintrinsics_on_turn``:
+  several intrinsics on one turn in one forward);
 - ``requirement_check``: the requirement-check wrappers; ``score``: reading its number;
 - ``rag``, ``core``, ``guardian``: the peer's typed helpers for the 13 granitelib intrinsics
   (``from mellea_local.intrinsics import rag; rag.find_citations(...)``).
@@ -22,7 +23,9 @@ from typing import Any
 _LAZY = {
     "aintrinsic": "mellea_local.intrinsics.call",
     "aintrinsic_batch": "mellea_local.intrinsics.call",
+    "aintrinsics_on_turn": "mellea_local.intrinsics.call",
     "intrinsic": "mellea_local.intrinsics.call",
+    "intrinsics_on_turn": "mellea_local.intrinsics.call",
     "Intrinsic": "mellea_local.intrinsics.intrinsic",
     "IntrinsicSpec": "mellea_local.intrinsics.intrinsic",
     "register_intrinsic": "mellea_local.intrinsics.intrinsic",

@@ -19,7 +19,13 @@ from mellea_local.inputs import check_context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import scoring_options
 from mellea_local.intrinsics.prompt import build_request
-from mellea_local.intrinsics.scoring import fast_path_for, score_fast, score_general
+from mellea_local.intrinsics.scoring import (
+    category_tokens,
+    fast_path_for,
+    results_from_logprobs,
+    score_fast,
+    score_general,
+)
 
 T = TypeVar("T")
 
@@ -73,6 +79,81 @@ async def aintrinsic_batch(
     return [await score_general(runner, intrinsic, chosen, p, options, reuse=reuse,
                                 marked=marked)
             for p in prompts]
+
+
+async def aintrinsics_on_turn(
+    backend: AdapterRunner,
+    context: Context,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    model_options: Mapping[str, Any] | None = None,
+    reuse: bool = True,
+    fast: bool = True,
+) -> list[Any]:
+    """Several intrinsics on one conversation (``(name, variables)`` each), results in order.
+
+    Where the runner can (``LocalHFBackend``: aLoRA adapters on the fast path, KV reuse on),
+    the calls of *different* intrinsics run as one forward: the conversation's base cache is
+    shared by all of them and each row gets its own adapter (PEFT's mixed-adapter batching).
+    The rest run one intrinsic at a time, as ``aintrinsic_batch`` does. Equal to one at a time
+    (tested within 1e-4).
+    """
+    runner = as_runner(backend)
+    check_context(context)
+    for item in calls:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], Mapping)):
+            raise InputTypeError(
+                f"calls must hold (intrinsic name, variables) pairs, e.g. ('requirement-check', "
+                f"{{'requirement': '...'}}); got {item!r}."
+            )
+    tokenizer = runner.tokenizer
+    prepared = []
+    for name, variables in calls:
+        chosen = runner.adapter_for(name)
+        intrinsic = Intrinsic.for_adapter(chosen)
+        options = scoring_options(model_options, getattr(tokenizer, "chat_template", None),
+                                  defaults=intrinsic.config.parameters)
+        [prompt], marked = build_request(tokenizer, intrinsic, chosen, context, [variables],
+                                         options)
+        spec = fast_path_for(runner, intrinsic) if fast else None
+        prepared.append((intrinsic, chosen, spec, prompt, options, marked))
+    results: list[Any] = [None] * len(prepared)
+    fast_ones = [i for i, (_, _, spec, *_) in enumerate(prepared) if spec is not None]
+    mixed = []
+    if reuse and len(fast_ones) > 1 and hasattr(runner, "next_token_logprobs_mixed"):
+        rows = [(prepared[i][1], prepared[i][3].ids
+                 + category_tokens(tokenizer, prepared[i][2]).forced) for i in fast_ones]
+        shared = min(prepared[i][3].shared for i in fast_ones)
+        if runner.can_mix(rows, shared):
+            mixed = fast_ones
+            logprobs = await runner.next_token_logprobs_mixed(rows, shared)
+            for row, i in enumerate(fast_ones):
+                intrinsic, _, spec, _, options, _ = prepared[i]
+                [results[i]] = results_from_logprobs(runner, intrinsic, spec,
+                                                     logprobs[row : row + 1], options)
+    for i, (intrinsic, chosen, spec, prompt, options, marked) in enumerate(prepared):
+        if i in mixed:
+            continue
+        if spec is not None:
+            [results[i]] = await score_fast(runner, intrinsic, chosen, spec, [prompt], options,
+                                            reuse=reuse)
+        else:
+            results[i] = await score_general(runner, intrinsic, chosen, prompt, options,
+                                             reuse=reuse, marked=marked)
+    return results
+
+
+def intrinsics_on_turn(
+    backend: AdapterRunner,
+    context: Context,
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    model_options: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Synchronous ``aintrinsics_on_turn``."""
+    return run_sync(aintrinsics_on_turn(backend, context, calls, model_options=model_options),
+                    "aintrinsics_on_turn")
 
 
 async def aintrinsic(

@@ -7,9 +7,9 @@ In the order the public granitelib input processor applies them:
    each with the tag the io.yaml gives its location;
 2. ``docs_as_message``: the documents move into the messages, as one user turn of labelled
    text (``string``), one user turn of JSON (``json``) or one ``document <id>`` turn each
-   (``roles``). Without it they reach the chat template as its ``documents`` variable when the
-   template reads one, and are otherwise written after the content of the message that carried
-   them, as a generation renders them;
+   (``roles``). Without it they are placed as a generation places them
+   (``rendering.place_documents``): the template's ``documents`` variable when it reads one,
+   else after the content of the message that carried them;
 3. the instruction turn (see ``Intrinsic.instruction``), whose ``{last_message}`` is the last
    turn as the model reads it (markers included).
 
@@ -26,9 +26,9 @@ from typing import Any
 
 from mellea_local.adapters import IOConfig
 from mellea_local.adapters.sentences import MarkedInputs, mark_sentences
-from mellea_local.core.text import with_documents
 from mellea_local.messages import Message
-from mellea_local.rendering import to_message_dicts
+from mellea_local.rendering import place_documents, to_message_dicts
+from mellea_local.rendering.chat import document_record
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,13 @@ def rewrite_conversation(
         history=tuple(contents[:-1]),
     ) if tags else None
 
-    turns = to_message_dicts(messages)
+    turns = to_message_dicts(messages, inline_documents=False)
     for turn, content in zip(turns, contents, strict=True):
-        turn["content"] = content  # documents are placed below, not inlined
+        turn["content"] = content  # marked text; documents are placed below
+    placed = [_Doc(text, title, doc_id)
+              for (doc_id, _, title, _), text in zip(docs, doc_texts, strict=True)]
     template_kwargs: dict[str, Any] = {}
-    records = [
-        {"text": text, **({"title": title} if title else {}),
-         **({"doc_id": doc_id} if doc_id is not None else {})}
-        for (doc_id, _, title, _), text in zip(docs, doc_texts, strict=True)
-    ]
+    records = [document_record(d.text, d.title, d.doc_id) for d in placed]
     if docs and config.docs_as_message == "string":
         body = "\n\n".join(f"[Document {r.get('doc_id')}]\n{r['text']}" for r in records)
         turns.insert(0, {"role": "user",
@@ -86,16 +84,13 @@ def rewrite_conversation(
     elif docs and config.docs_as_message == "roles":
         turns[:0] = [{"role": f"document {r.get('doc_id')}", "content": r["text"]}
                      for r in records]
-    elif docs and "documents" in template_variables:
-        template_kwargs["documents"] = records
-    elif docs:
-        # The template has no documents slot: written after the text of the turn that carried
-        # them, exactly as a generation renders them (``with_documents``).
-        for owner in sorted({owner for *_, owner in docs}):
-            mine = [_Doc(text, title, doc_id)
-                    for (doc_id, _, title, o), text in zip(docs, doc_texts, strict=True)
-                    if o == owner]
-            turns[owner]["content"] = with_documents(turns[owner]["content"], mine)
+    else:
+        # The rule a generation follows (``place_documents``): the template's documents slot
+        # when it has one, else after the text of the turn that carried them. The same
+        # tokens, so an aLoRA intrinsic reuses a RAG generation's cache.
+        template_kwargs = place_documents(
+            turns, [(owner, d) for (*_, owner), d in zip(docs, placed, strict=True)],
+            slot="documents" in template_variables)
     return Conversation(turns, template_kwargs, marked, contents[-1] if contents else None)
 
 
@@ -104,4 +99,3 @@ class _Doc:
     text: str
     title: str | None
     doc_id: str | None
-

@@ -98,6 +98,15 @@ async def score_fast(
     rows = [p.ids + table.forced for p in prompts]
     shared = min(p.shared for p in prompts)
     logprobs = await runner.next_token_logprobs(adapter, rows, shared, reuse=reuse)
+    return results_from_logprobs(runner, intrinsic, spec, logprobs, options)
+
+
+def results_from_logprobs(
+    runner: AdapterRunner, intrinsic: Intrinsic, spec: FastPathSpec, logprobs: torch.Tensor,
+    options: ScoringOptions,
+) -> list[Any]:
+    """The fast path's results from the next-token log-probabilities after each forced row."""
+    table = category_tokens(runner.tokenizer, spec)
     if options.temperature > 0:
         logprobs = logprobs / options.temperature
     probs = torch.softmax(logprobs.float(), dim=-1)

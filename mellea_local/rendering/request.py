@@ -16,7 +16,7 @@ from mellea_local.errors import InvalidInputError
 from mellea_local.inputs import check_context
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption, check_token_options, merge_options, split_options
-from mellea_local.rendering.chat import to_chat_messages, to_message_dicts
+from mellea_local.rendering.chat import to_chat_messages, to_template_input
 from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, render_prompt_ids
 from mellea_local.rendering.tools import collect_tools
 
@@ -56,11 +56,14 @@ def render_request(
     tools = collect_tools(opts.get(ModelOption.TOOLS), view, action) if tool_calls else {}
     gen_kwargs, tmpl_kwargs = split_options(opts, tokenizer.chat_template)
     check_token_options(gen_kwargs, len(tokenizer))
+    # Documents go where intrinsics put them too (``place_documents``): their cache reuse
+    # after a RAG generation depends on it. ``documents`` is never a user template option.
+    turns, doc_kwargs = to_template_input(messages, tokenizer.chat_template)
     ids = render_prompt_ids(
         tokenizer,
-        to_message_dicts(messages),
+        turns,
         [spec for _, spec in tools.values()] or None,
-        tmpl_kwargs,
+        {**tmpl_kwargs, **doc_kwargs},
         add_generation_prompt=add_generation_prompt,
     )
     check_prompt_fits(len(ids), positions, model_id, generating=add_generation_prompt)

@@ -93,7 +93,8 @@ def last_logits_locked(
     with torch.no_grad():
         holder.assert_base()
         with engine.reusing(rows[0][: shared + 1], reuse=base > 0, base=shared,
-                            reusable=base) as prefix:
+                            reusable=base,
+                            unreusable=not strategy.reuses_base_cache) as prefix:
             head = list(rows[0][prefix.reused : shared])
             for s in suffixes:
                 strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
@@ -133,7 +134,8 @@ def adapter_generate(
     with engine.lock, torch.no_grad():
         holder.assert_base()
         with engine.reusing(ids[: shared + 1], reuse=base > 0, base=shared,
-                            reusable=base) as prefix:
+                            reusable=base,
+                            unreusable=not strategy.reuses_base_cache) as prefix:
             tensor = torch.tensor([list(ids)], device=model.device)
             strategy.require_activation(adapter, ids[prefix.reused:])
             with holder.using(adapter.name) as peft:
@@ -148,3 +150,74 @@ def adapter_generate(
             prefix.fed = len(ids) - prefix.reused
     new_ids = out.sequences[0, len(ids):].tolist()
     return new_ids, [s[0].float() for s in out.scores]
+
+
+def mixed_batchable(calls: Sequence[tuple[Adapter, Sequence[int]]], shared: int) -> bool:
+    """Whether ``calls`` (adapter, row) can run as one mixed-adapter forward after ``shared``.
+
+    Every adapter must reuse the base cache (aLoRA: the rows' first ``shared`` tokens are base
+    K/V for all of them, so one cache serves every row), the rows must agree on those tokens,
+    and each suffix must start with its adapter's invocation and not repeat it (one offset,
+    the suffix's length, then places each adapter exactly where PEFT alone would).
+    """
+    if len(calls) < 2 or not all(a.strategy.reuses_base_cache for a, _ in calls):
+        return False
+    head = list(calls[0][1][:shared])
+    return all(list(r[:shared]) == head and len(r) > shared
+               and a.strategy.batchable(a, [list(r[shared:])]) for a, r in calls)
+
+
+def mixed_last_logits(
+    engine: Engine, calls: Sequence[tuple[Adapter, Sequence[int]]], shared: int,
+) -> torch.Tensor:
+    """Next-token logits after each row, each with its own aLoRA on: one forward, ``[k, V]``.
+
+    For several intrinsics on one turn (``mixed_batchable`` holds): the conversation's base
+    cache is taken once (its missing tail prefilled by the base model, exactly what each aLoRA
+    computes before its invocation), shared by every row as a broadcast copy, and the suffixes
+    run as one batch of rows, right-padded, with PEFT's mixed-adapter batching
+    (``adapter_names``: each row's adapter; ``alora_offsets``: each row's whole suffix). The
+    prefix cache is left base-only, holding the conversation. Takes the model lock.
+    """
+    from transformers import DynamicCache
+
+    holder, model = engine.holder, engine.model
+    kw = cache_kwarg_name(model)
+    rows = [list(r) for _, r in calls]
+    suffixes = [r[shared:] for r in rows]
+    width = max(map(len, suffixes))
+    k = len(rows)
+    device = model.device
+    with engine.lock, torch.no_grad():
+        holder.assert_base()
+        with engine.reusing(rows[0][: shared + 1], base=shared, reusable=shared) as prefix:
+            for adapter, suffix in zip((a for a, _ in calls), suffixes, strict=True):
+                adapter.strategy.require_activation(adapter, suffix)
+            head = rows[0][prefix.reused : shared]
+            if head:  # the conversation's uncached tail: base K/V, as every aLoRA computes it
+                model(input_ids=torch.tensor([head], device=device), use_cache=True,
+                      logits_to_keep=1, **{kw: prefix.cache})
+            batch_cache = DynamicCache()
+            for index, layer in enumerate(prefix.cache.layers):
+                keys, values = layer.keys[:, :, :shared], layer.values[:, :, :shared]
+                batch_cache.update(keys.expand(k, -1, -1, -1).contiguous(),
+                                   values.expand(k, -1, -1, -1).contiguous(), index)
+            pad_id = holder.tokenizer.pad_token_id or 0
+            ids = torch.full((k, width), pad_id, dtype=torch.long)
+            mask = torch.zeros(k, shared + width, dtype=torch.long)
+            mask[:, :shared] = 1
+            for row, suffix in enumerate(suffixes):
+                ids[row, : len(suffix)] = torch.tensor(suffix)
+                mask[row, shared : shared + len(suffix)] = 1
+            positions = (shared + torch.arange(width)).expand(k, -1)
+            last = [len(s) - 1 for s in suffixes]
+            keep = sorted(set(last))
+            with holder.using(calls[0][0].name) as peft:
+                out = peft(input_ids=ids.to(device), attention_mask=mask.to(device),
+                           position_ids=positions.to(device), use_cache=True,
+                           logits_to_keep=torch.tensor(keep, device=device),
+                           adapter_names=[a.name for a, _ in calls], alora_offsets=[width] * k,
+                           **{kw: batch_cache})
+            prefix.fed = len(head) + sum(map(len, suffixes))
+    at = torch.tensor([keep.index(n) for n in last], device=device)
+    return out.logits[torch.arange(k, device=device), at].float()

@@ -37,6 +37,7 @@ from mellea_local.backends.constrained import (
     token_logprobs,
 )
 from mellea_local.backends.finish import GenerationOutput
+from mellea_local.backends.hf.adapter_calls import mixed_batchable
 from mellea_local.backends.hf.engine import Engine
 from mellea_local.backends.hf.generation import GenerationRequest
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
@@ -306,6 +307,21 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         else:
             logits = await asyncio.to_thread(engine.last_logits, adapter, rows, shared,
                                              reuse=reuse)
+        return torch.log_softmax(logits, dim=-1)
+
+    def can_mix(self, calls: Sequence[tuple[Adapter, Sequence[int]]], shared: int) -> bool:
+        """Whether ``calls`` (adapter, row) can share one mixed-adapter forward
+        (``next_token_logprobs_mixed``): aLoRAs on one conversation, prefix cache on."""
+        return self.engine.prefix_cache.enabled and mixed_batchable(calls, shared)
+
+    async def next_token_logprobs_mixed(
+        self, calls: Sequence[tuple[Adapter, Sequence[int]]], shared: int,
+    ) -> torch.Tensor:
+        """Next-token log-probabilities after each row with its own aLoRA on, in one forward
+        over the conversation's base cache (``adapter_calls.mixed_last_logits``)."""
+        check_prompt_fits(max((len(r) for _, r in calls), default=0), self._positions,
+                          self.model_id, generating=False)
+        logits = await asyncio.to_thread(self.engine.mixed_last_logits, calls, shared)
         return torch.log_softmax(logits, dim=-1)
 
     async def generate_with_adapter(

@@ -22,7 +22,12 @@ import torch
 
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.backends.cache_compat import crop_to, new_cache
-from mellea_local.backends.hf.adapter_calls import adapter_generate, last_logits, last_logits_locked
+from mellea_local.backends.hf.adapter_calls import (
+    adapter_generate,
+    last_logits,
+    last_logits_locked,
+    mixed_last_logits,
+)
 from mellea_local.backends.hf.cross_batch import CheckBatcher
 from mellea_local.backends.hf.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.hf.model_holder import ModelHolder
@@ -92,6 +97,12 @@ class Engine:
         """Next-token logits after each row with ``adapter`` on (``adapter_calls``)."""
         return last_logits(self, adapter, rows, shared, reuse=reuse)
 
+    def mixed_last_logits(self, calls: Sequence[tuple[Adapter, Sequence[int]]],
+                          shared: int) -> torch.Tensor:
+        """Next-token logits after each row with its own aLoRA on, in one forward
+        (``adapter_calls.mixed_last_logits``)."""
+        return mixed_last_logits(self, calls, shared)
+
     def adapter_generate(self, adapter: Adapter, ids: Sequence[int], shared: int, *,
                          processors: Sequence[Any] = (), max_new_tokens: int = 16,
                          reuse: bool = True) -> tuple[list[int], list[torch.Tensor]]:
@@ -104,7 +115,7 @@ class Engine:
     @contextlib.contextmanager
     def reusing(
         self, key: Sequence[int], *, reuse: bool = True, base: int | None = None,
-        reusable: int,
+        reusable: int, unreusable: bool = False,
     ) -> Iterator[Checkout]:
         """The cache rule, for one call (model lock held).
 
@@ -114,7 +125,8 @@ class Engine:
         base K/V only) and stored under ``key[:base]``; with ``base=None`` the call's
         ``result`` is stored under its ``result_ids`` instead (a generation keeps what it
         made). The call is then recorded in the stats, ``reusable`` being the prefix it offered
-        for reuse.
+        for reuse, ``unreusable`` whether the call's adapter cannot read base K/V at all (a
+        plain LoRA: ``stats.unreusable_calls``).
         """
         taken, reused = self.prefix_cache.take(list(key)) if reuse else (None, 0)
         checkout = Checkout(taken if taken is not None else new_cache(self.model), reused)
@@ -141,4 +153,4 @@ class Engine:
                 self.prefix_cache.discard(taken)
         if checkout.fed is not None:
             self.stats.record(prefilled=checkout.fed, reused=checkout.reused,
-                              reusable=reusable)
+                              reusable=reusable, unreusable=unreusable)
