@@ -51,7 +51,7 @@ from mellea_local.backends.adapter_registry import (
 )
 from mellea_local.backends.constrained import compact_json_grammar, token_logprobs
 from mellea_local.backends.finish import GenerationOutput
-from mellea_local.backends.llama_server.adapter_requests import AdapterRequests, is_alora
+from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
 from mellea_local.backends.llama_server.adapter_requests import reusable_prefix as reusable
 from mellea_local.backends.llama_server.call_counts import CallCounts
 from mellea_local.backends.llama_server.client import (
@@ -62,7 +62,7 @@ from mellea_local.backends.llama_server.client import (
     ServerClient,
 )
 from mellea_local.backends.llama_server.decoder import step_generate
-from mellea_local.backends.llama_server.gguf_export import gguf_invocation
+from mellea_local.backends.llama_server.gguf_export import exported_invocation
 from mellea_local.backends.llama_server.manifest import ServedAdapter, read_gguf_folder
 from mellea_local.backends.llama_server.routing import Fleet, Server, Slot, root_key
 from mellea_local.backends.llama_server.startup import auth_headers, check_servers
@@ -236,8 +236,7 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         check_tokenizer_fit(resolved, self._tokenizer)
         name = served.name or f"{served.intrinsic or served.folder.name}_{resolved.kind.value}"
         adapter = describe(resolved, name, self._tokenizer)
-        if is_alora(adapter):
-            gguf_invocation(resolved.invocation_tokens or ())  # refuses one-token invocations
+        exported_invocation(resolved.kind, resolved.invocation_tokens)  # refuses one token
         self._registry.add(adapter, resolved)
         return name
 
