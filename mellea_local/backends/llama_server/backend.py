@@ -19,6 +19,9 @@ silently, each handled where it arises: an adapter loaded with ``--lora-init-wit
 alone still runs at scale 1 in requests that omit ``lora`` (``launch``); the aLoRA starts one
 token before its invocation (``gguf_export``); the aLoRA's pre-invocation switch-off is per
 batch, so concurrent slots corrupt each other's adapters (``routing.ServerGate``).
+A fourth fails loudly: a one-token read whose own greedy pick is a lone UTF-8 lead byte comes
+back without probabilities, so every such read bans those tokens from the server's sampling
+(``probabilities.unsampleable``; the reported probabilities are the raw ones, unchanged).
 
 Several servers: conversation-sticky routing, health checks and fail-over (``routing``); a
 stream under way continues on the next server from the tokens it has. Only when no server is
@@ -151,6 +154,7 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         self._requests = AdapterRequests(lora_ids, keyed=self._api_key is not None,
                                          n_ctx=n_ctx)
         self._category_masks: dict[str, torch.Tensor | None] = {}
+        self._unsampleable: list[list[Any]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._processes: list[Any] = []
         self._finalizer: weakref.finalize | None = None
@@ -340,8 +344,10 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
                    completions: list[Completion]) -> torch.Tensor:
         """One ``n_predict: 1`` request on the conversation's slot (the adapter's lane); the
         next-token logprobs as a dense tensor. The reply joins ``completions``."""
+        if self._unsampleable is None:  # once, on the first one-token read
+            self._unsampleable = probs.unsampleable(self._tokenizer, self._n_vocab)
         body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
-                "temperature": 0.0}
+                "temperature": 0.0, "logit_bias": self._unsampleable}
         self._counts.full_reads += n_probs >= self._n_vocab
 
         async def run(server: Server, slot: Slot) -> Completion:
