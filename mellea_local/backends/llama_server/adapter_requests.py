@@ -72,7 +72,7 @@ class _Send:
 
     async def from_invocation(self, adapter: Adapter, invocation: list[int]) -> Completion:
         ids, slot, server = self.ids, self.slot, self.server
-        start = AdapterRequests.alora_start(adapter, ids)
+        start = AdapterRequests.alora_start(adapter, ids, invocation)
         if self.reuse and alora_needs_clean(slot.state, ids, start):
             await self.requests.base(server, slot, ids[:start],
                                      {"n_predict": 1, "temperature": 0.0})
@@ -144,12 +144,11 @@ class AdapterRequests:
             adapter, _Send(self, server, slot, ids, request, reuse))
 
     @staticmethod
-    def alora_start(adapter: Adapter, ids: Sequence[int]) -> int:
+    def alora_start(adapter: Adapter, ids: Sequence[int], invocation: Sequence[int]) -> int:
         """Where the server will start the aLoRA in ``ids``: after our guard, and only where
         PEFT would start it (the exported, shortened invocation must not occur later)."""
         adapter.strategy.require_activation(adapter, ids)
-        invocation = adapter.invocation_tokens or ()
-        start = find_run(ids, invocation)
+        start = adapter.strategy.activation_start(adapter, ids)
         if find_run(ids, invocation[1:]) != start + 1:
             raise AloraActivationError(
                 f"aLoRA {adapter.name!r}: the prompt repeats {list(invocation[1:])} after its "
