@@ -249,6 +249,13 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         return self._tokenizer
 
     @property
+    def fleet(self) -> Fleet:
+        """The servers and their slots (``routing.Fleet``): which are alive, which
+        conversation owns a slot and what its K/V holds. The public handle for tests and
+        benchmarks, as ``LocalHFBackend.engine`` is."""
+        return self._fleet
+
+    @property
     def urls(self) -> list[str]:
         return [s.client.url for s in self._fleet.servers]
 

@@ -136,6 +136,11 @@ class Slot:
         if final:
             self.state = final[-1]
 
+    def forget(self) -> None:
+        """Someone used the slot behind the client's back (a raw request): what its K/V holds
+        is unknown, so the next request states an explicit ``lora`` list and clears it."""
+        self.state = SlotState(SlotKind.UNKNOWN)
+
 
 class ServerGate:
     """Requests that may run together on one server (shared) and aLoRA requests, which run

@@ -113,7 +113,7 @@ async def test_caveat_explicit_all_zero_lora_list_clears_an_alora_slot(llama):
         post(row, lora=alora)
         kept = post(base)
         assert kept["cache_n"] >= prompt.shared - 1
-    llama._fleet.servers[0].slots[slot].state.kind = "unknown"  # we used it behind its back
+    llama.fleet.servers[0].slots[slot].forget()  # we used it behind its back
 
 
 async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
@@ -124,7 +124,7 @@ async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
         reply = http.post(llama.urls[0] + "/completion", json={
             "prompt": ids, "n_predict": 1, "n_probs": 5, "temperature": 0, "id_slot": 2,
             "cache_prompt": False}).json()
-    llama._fleet.servers[0].slots[2].state.kind = "unknown"
+    llama.fleet.servers[0].slots[2].forget()
     with torch.no_grad():
         ref = torch.log_softmax(hf.model(torch.tensor([ids])).logits[0, -1].float(), -1)
     for entry in reply["completion_probabilities"][0]["top_logprobs"]:
@@ -178,7 +178,7 @@ async def test_the_unsampleable_bias_leaves_the_reported_probabilities_as_they_a
         assert [lead, False] in banned
         forced = read([[lead, 1e4]])  # the greedy pick is now that lead byte
         fixed = read([[lead, 1e4], *banned])
-    llama._fleet.servers[0].slots[2].state.kind = "unknown"  # we used it behind its back
+    llama.fleet.servers[0].slots[2].forget()  # we used it behind its back
     assert not forced.get("completion_probabilities")  # the server withholds them
     dense = [{e["id"]: e["logprob"] for e in r["completion_probabilities"][0]["top_logprobs"]}
              for r in (plain, biased, fixed)]
