@@ -24,8 +24,9 @@ set in some ways (``server-common.cpp: lora_should_clear_cache``). What we send:
   would match beyond that call's invocation, a base request over the shared part runs first so
   the slot is clean;
 - a LoRA request: its own entry, on a slot of its own (the conversation's key plus the
-  adapter: ``LlamaServerBackend._lane``), since the server clears a slot on any change to or
-  from a LoRA and the conversation's base K/V would be lost; repeated checks with that LoRA
+  adapter: ``AdapterRequests.lane``, as the kind's ``run_on`` decides), since the server
+  clears a slot on any change to or from a LoRA and the conversation's base K/V would be
+  lost; repeated checks with that LoRA
   reuse each other's K/V there, which is exact (same adapter, same tokens);
 - aLoRA requests run alone on their server (``ServerGate``).
 
