@@ -19,9 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mellea_local"
 NAME = "requirement-check"
 KIND_DEFINERS = {"adapters/kinds.py", "adapters/library.py", "adapters/loaded.py"}
 STRATEGY_FLAGS = {"invoked", "reuses_base_cache"}
-# Follow-up of issue 31 item 3: backends/llama_server/ is being rewritten on its own branch
-# (slot object, launch bracket); it moves to the hooks there, then this exemption goes.
-FLAG_EXEMPT = ("adapters/", "backends/llama_server/")
+FLAG_EXEMPT = ("adapters/",)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

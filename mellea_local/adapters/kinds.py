@@ -10,6 +10,8 @@ instead of branching on the kind - the way PEFT gives each LoRA variant an objec
   (an aLoRA whose invocation is missing would silently run as the base model under PEFT);
 - ``base_cache_prefix``: how much of the prefix may come from the base model's K/V cache;
 - ``engine_invocation``: what an engine that places the adapter itself must be told;
+- ``run_on``: which of its two request forms an engine that switches adapters on per request
+  and keeps K/V per conversation (llama.cpp's server slots) uses for a call;
 - ``batchable``: whether several suffixes can share one forward;
 - ``peft_forward_kwargs``: what PEFT needs to place the adapter in a packed batch;
 - ``preference``: which kind serves an intrinsic when both are loaded.
@@ -21,13 +23,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from mellea_local.adapters.library import AdapterKind
 from mellea_local.errors import AloraActivationError
 
 if TYPE_CHECKING:
     from mellea_local.adapters.loaded import Adapter
+
+T = TypeVar("T")
+R = TypeVar("R", covariant=True)
 
 Encode = Callable[[str], list[int]]
 """Text -> token ids with no special tokens added (``encode(t, add_special_tokens=False)``)."""
@@ -58,6 +63,22 @@ def find_run(ids: Sequence[int], run: Sequence[int]) -> int:
     return -1
 
 
+class PerRequestEngine(Protocol[R]):
+    """An engine that switches adapters on per request and keeps one K/V sequence per
+    conversation (llama.cpp's server slots). The strategy picks which form a call takes
+    (:meth:`AdapterKindStrategy.run_on`), as a PEFT variant runs its own forward."""
+
+    def every_token(self, adapter: Adapter) -> R:
+        """The adapter acts on every token, so its K/V is never the conversation's base K/V:
+        run it apart from the conversation's sequence."""
+        ...
+
+    def from_invocation(self, adapter: Adapter, invocation: list[int]) -> R:
+        """The adapter switches on at ``invocation``: every token before it keeps its base
+        K/V, so it runs on the conversation's own sequence."""
+        ...
+
+
 class AdapterKindStrategy(ABC):
     """How one adapter kind is prompted, fed and batched. Stateless: one instance per kind."""
 
@@ -82,6 +103,10 @@ class AdapterKindStrategy(ABC):
         llama.cpp's ``adapter.alora.invocation_tokens``), or None for a kind that acts on
         every token."""
         return list(tokens or ()) if self.invoked else None
+
+    @abstractmethod
+    def run_on(self, adapter: Adapter, engine: PerRequestEngine[T]) -> T:
+        """The engine's request form for ``adapter``'s kind (``PerRequestEngine``)."""
 
     @abstractmethod
     def build_prompt(
@@ -130,6 +155,9 @@ class LoraStrategy(AdapterKindStrategy):
 
     def activation_start(self, adapter: Adapter, fed: Sequence[int]) -> int:
         return 0
+
+    def run_on(self, adapter: Adapter, engine: PerRequestEngine[T]) -> T:
+        return engine.every_token(adapter)
 
     def batchable(self, adapter: Adapter, suffixes: Sequence[Sequence[int]]) -> bool:
         return True
@@ -180,6 +208,9 @@ class AloraStrategy(AdapterKindStrategy):
 
     def activation_start(self, adapter: Adapter, fed: Sequence[int]) -> int:
         return find_run(fed, adapter.invocation_tokens or ())
+
+    def run_on(self, adapter: Adapter, engine: PerRequestEngine[T]) -> T:
+        return engine.from_invocation(adapter, list(adapter.invocation_tokens or ()))
 
     def batchable(self, adapter: Adapter, suffixes: Sequence[Sequence[int]]) -> bool:
         # One offset serves the packed batch: each suffix must start with the invocation and

@@ -12,7 +12,6 @@ import pytest
 
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded import build_model, save
-from mellea_local.errors import LlamaServerResponseError
 from mellea_local.intrinsics import core, rag
 from mellea_local.messages import Document, Message
 
@@ -81,13 +80,11 @@ def test_span_intrinsics_are_identical(pair) -> None:
         assert mine == ref and mine, helper.__name__
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "backend defect, left to the backends' owner: LlamaServerBackend.generate_with_adapter "
-    "returns post-sampling top logprobs (greedy: the chosen token alone at logprob 0.0, e.g. "
-    "[('5', 0.0)] where LocalHFBackend gives ten digits near -2.0), so a likelihood over "
-    "several categories reads the chosen category's value (uncertainty 0.55 vs 0.507)"))
 def test_scores_agree_on_the_general_path(pair) -> None:
-    """Constrained generation with top-10 logprobs on both runners. (The one-forward fast path
+    """Constrained generation with top-10 logprobs on both runners: the pre-sampling
+    distribution, asked again for the whole vocabulary when the top does not decide it
+    (``probabilities``), so a likelihood over several categories reads all of them, not the
+    chosen one at logprob 0.0 (0.55 vs 0.507 when post-sampling). (The one-forward fast path
     reads llama-server's top 256 candidates only; a random adapter's flat distribution puts
     most digit categories outside them, so it is not compared here.)"""
     import asyncio
@@ -112,12 +109,11 @@ def test_lora_intrinsics_alone_agree(pair) -> None:
         rag.check_answerability(QUESTION, DOCS, conversation(), hf)
 
 
-@pytest.mark.xfail(strict=True, raises=LlamaServerResponseError, reason=(
-    "backend defect, left to the backends' owner: a LoRA request after aLoRA requests on the "
-    "same server gets a reply with tokens_evaluated: 5 (the rest of the prompt taken from the "
-    "slot's cache) and content '\\ufffd' without 'completion_probabilities' "
-    "(LlamaServerResponseError); alone, the same LoRA calls agree with LocalHFBackend"))
 def test_lora_after_alora_requests_agrees(pair) -> None:
+    """LoRA calls after aLoRA calls on one server. This once failed with a reply without
+    'completion_probabilities': not the aLoRA history but the rewrite LoRA's greedy pick, a
+    lone UTF-8 lead byte, whose probabilities llama-server withholds; every one-token read
+    now bans such tokens from the server's own sampling (``probabilities.unsampleable``)."""
     llama, hf = pair
     docs = [Document(DOCS[0], doc_id="d1"), Document(DOCS[1], doc_id="d2")]
     rag.find_citations(RESPONSE, docs, conversation(), llama)

@@ -34,17 +34,52 @@ from mellea_local.backends.llama_server.routing import (
 from mellea_local.errors import AloraActivationError, PromptTooLongError
 
 
-def is_alora(adapter: Adapter) -> bool:
-    """Whether the server runs ``adapter`` as an aLoRA (from its invocation on). The one place
-    this folder reads the kind's flag; issue 31 item 4 moves it onto the strategy."""
-    return bool(adapter.strategy.invoked)
-
-
 def reusable_prefix(adapter: Adapter | None, ids_len: int, shared: int) -> int:
     """How many prompt tokens a cache could serve for this call (for the stats)."""
     if adapter is None:
         return ids_len - 1
-    return shared if is_alora(adapter) else 0
+    return adapter.strategy.base_cache_prefix(shared)
+
+
+class _Lane:
+    """The ``routing`` lane of an adapter call (``PerRequestEngine``): a LoRA's own slot of
+    the conversation's server, an aLoRA the conversation's slot."""
+
+    def __init__(self, lora_ids: dict[str, int]) -> None:
+        self.lora_ids = lora_ids
+
+    def every_token(self, adapter: Adapter) -> bytes:
+        return f"/lora/{self.lora_ids[adapter.name]}".encode()
+
+    def from_invocation(self, adapter: Adapter, invocation: list[int]) -> bytes:
+        return b""
+
+
+class _Send:
+    """One adapter request on a chosen slot, in the form the adapter's kind takes
+    (``PerRequestEngine``)."""
+
+    def __init__(self, requests: AdapterRequests, server: Server, slot: Slot, ids: list[int],
+                 request: dict[str, Any], reuse: bool) -> None:
+        self.requests, self.server, self.slot = requests, server, slot
+        self.ids, self.request, self.reuse = ids, request, reuse
+
+    async def every_token(self, adapter: Adapter) -> Completion:
+        async with self.slot.launch(self.server.gate) as done:
+            out = await self.server.client.complete(self.request)
+            done(SlotState(SlotKind.LORA, self.ids + out.tokens))
+        return out
+
+    async def from_invocation(self, adapter: Adapter, invocation: list[int]) -> Completion:
+        ids, slot, server = self.ids, self.slot, self.server
+        start = AdapterRequests.alora_start(adapter, ids, invocation)
+        if self.reuse and alora_needs_clean(slot.state, ids, start):
+            await self.requests.base(server, slot, ids[:start],
+                                     {"n_predict": 1, "temperature": 0.0})
+        async with slot.launch(server.gate, exclusive=True) as done:  # routing.ServerGate
+            out = await server.client.complete(self.request)
+            done(SlotState(SlotKind.ALORA, ids + out.tokens, start))
+        return out
 
 
 class AdapterRequests:
@@ -70,9 +105,9 @@ class AdapterRequests:
     def lane(self, adapter: Adapter | None) -> bytes:
         """A LoRA runs on its own slot of the conversation's server: its K/V would otherwise
         replace the conversation's base K/V there."""
-        if adapter is None or is_alora(adapter):
+        if adapter is None:
             return b""
-        return f"/lora/{self.lora_ids[adapter.name]}".encode()
+        return adapter.strategy.run_on(adapter, _Lane(self.lora_ids))
 
     def all_zero(self) -> list[dict[str, float]]:
         """The explicit all-zero ``lora`` list: the base model whatever the server-wide
@@ -105,26 +140,15 @@ class AdapterRequests:
         lora = lora_field([(self.lora_ids[adapter.name], 1.0)])
         request = {"prompt": ids, "cache_prompt": reuse, "id_slot": slot.index, "lora": lora,
                    **body}
-        if not is_alora(adapter):
-            async with slot.launch(server.gate) as done:
-                out = await server.client.complete(request)
-                done(SlotState(SlotKind.LORA, ids + out.tokens))
-            return out
-        start = self.alora_start(adapter, ids)
-        if reuse and alora_needs_clean(slot.state, ids, start):
-            await self.base(server, slot, ids[:start], {"n_predict": 1, "temperature": 0.0})
-        async with slot.launch(server.gate, exclusive=True) as done:  # routing.ServerGate
-            out = await server.client.complete(request)
-            done(SlotState(SlotKind.ALORA, ids + out.tokens, start))
-        return out
+        return await adapter.strategy.run_on(
+            adapter, _Send(self, server, slot, ids, request, reuse))
 
     @staticmethod
-    def alora_start(adapter: Adapter, ids: Sequence[int]) -> int:
+    def alora_start(adapter: Adapter, ids: Sequence[int], invocation: Sequence[int]) -> int:
         """Where the server will start the aLoRA in ``ids``: after our guard, and only where
         PEFT would start it (the exported, shortened invocation must not occur later)."""
         adapter.strategy.require_activation(adapter, ids)
-        invocation = adapter.invocation_tokens or ()
-        start = find_run(ids, invocation)
+        start = adapter.strategy.activation_start(adapter, ids)
         if find_run(ids, invocation[1:]) != start + 1:
             raise AloraActivationError(
                 f"aLoRA {adapter.name!r}: the prompt repeats {list(invocation[1:])} after its "

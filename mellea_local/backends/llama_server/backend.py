@@ -19,6 +19,9 @@ silently, each handled where it arises: an adapter loaded with ``--lora-init-wit
 alone still runs at scale 1 in requests that omit ``lora`` (``launch``); the aLoRA starts one
 token before its invocation (``gguf_export``); the aLoRA's pre-invocation switch-off is per
 batch, so concurrent slots corrupt each other's adapters (``routing.ServerGate``).
+A fourth fails loudly: a one-token read whose own greedy pick is a lone UTF-8 lead byte comes
+back without probabilities, so every such read bans those tokens from the server's sampling
+(``probabilities.unsampleable``; the reported probabilities are the raw ones, unchanged).
 
 Several servers: conversation-sticky routing, health checks and fail-over (``routing``); a
 stream under way continues on the next server from the tokens it has. Only when no server is
@@ -43,16 +46,15 @@ import mellea_local.backends.llama_server.arguments as args
 import mellea_local.backends.llama_server.probabilities as probs
 from mellea_local.adapters import read_adapter_folder
 from mellea_local.adapters.transformations import TokenLogprob
-from mellea_local.backends.adapter_calls import compact_json_grammar, token_logprobs
 from mellea_local.backends.adapter_registry import (
     Adapter,
     LoadedAdapters,
     check_tokenizer_fit,
     describe,
 )
-from mellea_local.backends.constrained import json_schema_grammar
-from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
-from mellea_local.backends.llama_server.adapter_requests import AdapterRequests, is_alora
+from mellea_local.backends.constrained import compact_json_grammar, token_logprobs
+from mellea_local.backends.finish import GenerationOutput
+from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
 from mellea_local.backends.llama_server.adapter_requests import reusable_prefix as reusable
 from mellea_local.backends.llama_server.call_counts import CallCounts
 from mellea_local.backends.llama_server.client import (
@@ -63,20 +65,15 @@ from mellea_local.backends.llama_server.client import (
     ServerClient,
 )
 from mellea_local.backends.llama_server.decoder import step_generate
-from mellea_local.backends.llama_server.gguf_export import gguf_invocation
+from mellea_local.backends.llama_server.gguf_export import exported_invocation
 from mellea_local.backends.llama_server.manifest import ServedAdapter, read_gguf_folder
 from mellea_local.backends.llama_server.routing import Fleet, Server, Slot, root_key
 from mellea_local.backends.llama_server.startup import auth_headers, check_servers
 from mellea_local.backends.llama_server.streaming import stream_generate
+from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
 from mellea_local.backends.stats import CacheCounts, CacheStats
-from mellea_local.core.backend import Backend
-from mellea_local.core.component import Span
-from mellea_local.core.context import Context
-from mellea_local.core.thunk import ModelOutputThunk
-from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
-from mellea_local.options import ModelOption, check_options, merge_options
-from mellea_local.rendering.request import render_request
+from mellea_local.options import check_options
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +83,7 @@ DEFAULT_N_PROBS = 256
 """Top tokens read first for a one-token read (more when they do not decide it)."""
 
 
-class LlamaServerBackend(RequirementScoring, Backend):
+class LlamaServerBackend(RequirementScoring, ServingBackend):
     """A ``Backend`` and adapter runner whose model runs in llama-server processes.
 
     ``urls``: running servers (``http://127.0.0.1:PORT``) that loaded the same base GGUF and
@@ -107,6 +104,8 @@ class LlamaServerBackend(RequirementScoring, Backend):
     would make the server drop the slot's reusable base K/V (right after an aLoRA check,
     ``routing``) and only on keyed servers, whose scales no one without the key can change.
     """
+
+    provider = "llama.cpp"
 
     def __init__(
         self,
@@ -155,6 +154,7 @@ class LlamaServerBackend(RequirementScoring, Backend):
         self._requests = AdapterRequests(lora_ids, keyed=self._api_key is not None,
                                          n_ctx=n_ctx)
         self._category_masks: dict[str, torch.Tensor | None] = {}
+        self._unsampleable: list[list[Any]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._processes: list[Any] = []
         self._finalizer: weakref.finalize | None = None
@@ -240,14 +240,20 @@ class LlamaServerBackend(RequirementScoring, Backend):
         check_tokenizer_fit(resolved, self._tokenizer)
         name = served.name or f"{served.intrinsic or served.folder.name}_{resolved.kind.value}"
         adapter = describe(resolved, name, self._tokenizer)
-        if is_alora(adapter):
-            gguf_invocation(resolved.invocation_tokens or ())  # refuses one-token invocations
+        exported_invocation(resolved.kind, resolved.invocation_tokens)  # refuses one token
         self._registry.add(adapter, resolved)
         return name
 
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
+
+    @property
+    def fleet(self) -> Fleet:
+        """The servers and their slots (``routing.Fleet``): which are alive, which
+        conversation owns a slot and what its K/V holds. The public handle for tests and
+        benchmarks, as ``LocalHFBackend.engine`` is."""
+        return self._fleet
 
     @property
     def urls(self) -> list[str]:
@@ -291,79 +297,33 @@ class LlamaServerBackend(RequirementScoring, Backend):
         """Requests that asked for the whole vocabulary (``probabilities``) so far."""
         return self._counts.full_reads
 
-    # ----- generation ----------------------------------------------------------------------
+    # ----- generation (the lifecycle is serving.py's) ----------------------------------------
 
-    def render(
-        self,
-        action: Span | None,
-        ctx: Context,
-        *,
-        model_options: dict[str, Any] | None = None,
-        tool_calls: bool = False,
-        add_generation_prompt: bool = True,
-    ) -> tuple[list[int], dict[str, tuple[Any, dict[str, Any]]], dict[str, Any]]:
-        """Token ids for ``ctx`` + ``action``, the tools offered, and the generate() kwargs:
-        exactly what ``LocalHFBackend.render`` gives for the same tokenizer."""
-        return render_request(
-            self._tokenizer, action, ctx, base_options=self.model_options,
-            model_options=model_options, model_id=self.model_id, positions=self._positions,
-            tool_calls=tool_calls, add_generation_prompt=add_generation_prompt)
-
-    async def generate_from_context(
-        self,
-        action: Span,
-        ctx: Context,
-        *,
-        format: type[Any] | None = None,
-        model_options: dict[str, Any] | None = None,
-        tool_calls: bool = False,
-    ) -> tuple[ModelOutputThunk[Any], Context]:
-        tool_calls = check_format(format, tool_calls)
-        opts = merge_options(self.model_options, model_options)
-        ids, tools, gen_kwargs = self.render(action, ctx, model_options=model_options,
-                                             tool_calls=tool_calls)
-        budget = int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens)
-        self._requests.check_fits(ids, budget)
-        streaming = bool(opts.get(ModelOption.STREAM))
-        mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
-        cancel = threading.Event()
-        result: list[GenerationOutput] = []
-        stops = list(gen_kwargs.get("stop_strings") or [])
-        thinking_started = prompt_opens_thinking(self._tokenizer, ids)
-
-        def post_process(out: ModelOutputThunk[Any]) -> None:
-            finish_thunk(out, result[0], tokenizer=self._tokenizer, provider="llama.cpp",
-                         model_id=self.model_id, streaming=streaming, stop_strings=stops,
-                         tools=tools, format=format, thinking_started=thinking_started,
-                         request_tools=tool_calls)
-
-        mot._start_generation(action=action, cancel_hook=cancel.set, post_process=post_process)
-
-        async def work() -> None:
-            try:
-                if format is not None:
-                    grammar = json_schema_grammar(format.model_json_schema())
-                    new_ids = await self._step_generate(None, ids, 0, grammar=grammar,
-                                                        gen_kwargs=gen_kwargs, cancel=cancel)
-                    eos = bool(new_ids) and new_ids[-1] == self._eot
-                    result.append(GenerationOutput(new_ids, len(ids), eos, cancel.is_set()))
-                else:
-                    out, finals = await stream_generate(
-                        self._on_fleet, self._requests, self._tokenizer, ids, gen_kwargs,
-                        budget, mot._push_delta if streaming else None, stops, cancel)
-                    if finals:
-                        self._counts.record(finals, len(ids) - 1)
-                    result.append(out)
-                mot.meta["cache_counts"] = self.last_call
-            except BaseException as exc:
-                mot._push_error(exc)
-            else:
-                mot._push_done()
-
-        task = asyncio.get_running_loop().create_task(work())
+    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
+        budget = int(request.gen_kwargs.get("max_new_tokens") or self._max_new_tokens)
+        self._requests.check_fits(request.prompt_ids, budget)  # refused before the task
+        task = asyncio.get_running_loop().create_task(
+            delivery.arun(self._produce(request, budget)))
         self._tasks.add(task)  # a reference until it finishes
         task.add_done_callback(self._tasks.discard)
-        return mot, ctx.add(action).add(mot)
+
+    async def _produce(self, request: ServingRequest, budget: int) -> GenerationOutput:
+        """Constrained generation one token per request (``decoder``) under a grammar, else
+        one streamed base request (``streaming``)."""
+        ids, cancel = request.prompt_ids, request.cancel
+        if request.grammar is not None:
+            new_ids = await self._step_generate(None, ids, 0, grammar=request.grammar,
+                                                gen_kwargs=request.gen_kwargs, cancel=cancel)
+            eos = bool(new_ids) and new_ids[-1] == self._eot
+            out = GenerationOutput(new_ids, len(ids), eos, cancel.is_set())
+        else:
+            out, finals = await stream_generate(
+                self._on_fleet, self._requests, self._tokenizer, ids, request.gen_kwargs,
+                budget, request.on_text, request.stop_strings, cancel)
+            if finals:
+                self._counts.record(finals, len(ids) - 1)
+        request.meta["cache_counts"] = self.last_call
+        return out
 
     async def _step_generate(
         self, adapter: Adapter | None, ids: list[int], shared: int, *, grammar: str | None,
@@ -391,8 +351,10 @@ class LlamaServerBackend(RequirementScoring, Backend):
                    completions: list[Completion]) -> torch.Tensor:
         """One ``n_predict: 1`` request on the conversation's slot (the adapter's lane); the
         next-token logprobs as a dense tensor. The reply joins ``completions``."""
+        if self._unsampleable is None:  # once, on the first one-token read
+            self._unsampleable = probs.unsampleable(self._tokenizer, self._n_vocab)
         body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
-                "temperature": 0.0}
+                "temperature": 0.0, "logit_bias": self._unsampleable}
         self._counts.full_reads += n_probs >= self._n_vocab
 
         async def run(server: Server, slot: Slot) -> Completion:

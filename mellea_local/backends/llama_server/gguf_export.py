@@ -43,7 +43,7 @@ import contextlib
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,14 @@ def gguf_invocation(invocation: tuple[int, ...]) -> tuple[int, ...]:
     return invocation[1:]
 
 
+def exported_invocation(kind: AdapterKind, invocation: Sequence[int] | None) -> list[int] | None:
+    """The ``adapter.alora.invocation_tokens`` an adapter of ``kind`` is exported with (and a
+    server must report), or None for a kind the server runs on every token; refuses what no
+    GGUF spelling serves (``gguf_invocation``)."""
+    told = strategy_for(kind).engine_invocation(invocation)
+    return None if told is None else list(gguf_invocation(tuple(told)))
+
+
 def write_adapter(resolved: ResolvedAdapter, hparams: dict[str, Any], out: Path) -> None:
     """One PEFT adapter folder as a llama.cpp LoRA GGUF at ``out``."""
     import gguf
@@ -231,9 +239,9 @@ def write_adapter(resolved: ResolvedAdapter, hparams: dict[str, Any], out: Path)
     writer.add_type(gguf.GGUFType.ADAPTER)
     writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(config["lora_alpha"]))
-    if strategy_for(resolved.kind).invoked:
-        writer.add_key_value(gguf.Keys.Adapter.ALORA_INVOCATION_TOKENS,
-                             list(gguf_invocation(resolved.invocation_tokens or ())),
+    invocation = exported_invocation(resolved.kind, resolved.invocation_tokens)
+    if invocation is not None:
+        writer.add_key_value(gguf.Keys.Adapter.ALORA_INVOCATION_TOKENS, invocation,
                              gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.UINT32)
     with safe_open(str(resolved.weights_path), framework="np") as f:
         for key in sorted(f.keys()):
@@ -385,7 +393,7 @@ def _export(model: str | os.PathLike[str], out: Path,
             "intrinsic": resolved.intrinsic, "kind": resolved.kind.value,
             "file": str(rel / "adapter.gguf"), "folder": str(rel),
             "invocation_tokens": list(inv) if inv else None,
-            "gguf_invocation_tokens": list(gguf_invocation(inv)) if inv else None,
+            "gguf_invocation_tokens": exported_invocation(resolved.kind, inv),
         })
     manifest = {"version": MANIFEST_VERSION, "model": model_dir.name, "base": BASE_FILE,
                 "tokenizer": TOKENIZER_DIR, "n_vocab": hparams["n_vocab"],

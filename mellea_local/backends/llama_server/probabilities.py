@@ -111,3 +111,22 @@ def category_mask(tokenizer: Any, io_config: Any, n_vocab: int) -> torch.Tensor 
     for ids in category_tokens(tokenizer, spec).ids.values():
         mask[ids] = True
     return mask
+
+
+def unsampleable(tokenizer: Any, n_vocab: int) -> list[list[Any]]:
+    """A ``logit_bias`` that keeps llama-server from sampling a token whose text alone is
+    incomplete UTF-8 (a byte token, a partial character).
+
+    Why: the server withholds a sampled token's probabilities while its text is an incomplete
+    UTF-8 sequence (``process_token`` adds them only once the text is complete), so a one-token
+    read whose greedy pick is such a token comes back without ``completion_probabilities``:
+    a random or multilingual adapter hits it (issue 31). The bias acts in the sampler chain
+    only; with ``post_sampling_probs: false`` the reported probabilities are the softmax of
+    the raw logits, unchanged (``tests/backends/llama_server/test_llama_scores.py`` checks).
+    The token the server samples is never used: the client chooses each token itself.
+    A token is banned when our tokenizer decodes it alone to text with U+FFFD (a superset of
+    the server's rule, which is harmless: what is banned is only what the server samples).
+    """
+    banned = [i for i in range(n_vocab)
+              if "\ufffd" in tokenizer.decode([i], skip_special_tokens=False)]
+    return [[i, False] for i in banned]

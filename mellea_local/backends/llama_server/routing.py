@@ -24,8 +24,9 @@ set in some ways (``server-common.cpp: lora_should_clear_cache``). What we send:
   would match beyond that call's invocation, a base request over the shared part runs first so
   the slot is clean;
 - a LoRA request: its own entry, on a slot of its own (the conversation's key plus the
-  adapter: ``LlamaServerBackend._lane``), since the server clears a slot on any change to or
-  from a LoRA and the conversation's base K/V would be lost; repeated checks with that LoRA
+  adapter: ``AdapterRequests.lane``, as the kind's ``run_on`` decides), since the server
+  clears a slot on any change to or from a LoRA and the conversation's base K/V would be
+  lost; repeated checks with that LoRA
   reuse each other's K/V there, which is exact (same adapter, same tokens);
 - aLoRA requests run alone on their server (``ServerGate``).
 
@@ -135,6 +136,11 @@ class Slot:
             yield final.append
         if final:
             self.state = final[-1]
+
+    def forget(self) -> None:
+        """Someone used the slot behind the client's back (a raw request): what its K/V holds
+        is unknown, so the next request states an explicit ``lora`` list and clears it."""
+        self.state = SlotState(SlotKind.UNKNOWN)
 
 
 class ServerGate:

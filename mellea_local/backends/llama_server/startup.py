@@ -11,10 +11,9 @@ from typing import Any
 import httpx
 
 from mellea_local.backends.adapter_registry import Adapter
-from mellea_local.backends.llama_server.adapter_requests import is_alora
 from mellea_local.backends.llama_server.arguments import checked_claims
 from mellea_local.backends.llama_server.client import loads_reply
-from mellea_local.backends.llama_server.gguf_export import gguf_invocation
+from mellea_local.backends.llama_server.gguf_export import exported_invocation
 from mellea_local.errors import (
     LlamaServerAdapterError,
     LlamaServerResponseError,
@@ -90,8 +89,7 @@ def check_served_adapters(url: str, loras: list[Any],
                 f"{entry.get('scale')} by default, so a request without a lora list would run "
                 "it. Start the server with --lora-scaled FILE:0 for every adapter.")
         got = entry.get("alora_invocation_tokens")
-        want = (list(gguf_invocation(adapter.invocation_tokens or ()))
-                if is_alora(adapter) else None)
+        want = exported_invocation(adapter.kind, adapter.invocation_tokens)
         if (got or None) != want:
             raise LlamaServerAdapterError(
                 f"llama-server at {url} reports adapter {lora_id} ({name!r}) with aLoRA "

@@ -79,7 +79,7 @@ async def test_eight_concurrent_conversations_on_two_servers_keep_their_reuse(fl
                 assert gen.reused_tokens > 0  # the second turn reused the first
                 assert gen.prefilled_tokens <= gen.reusable_tokens + 1 - gen.reused_tokens + 1
     owners = {s.client.url: {slot.owner for slot in s.slots if slot.owner}
-              for s in fleet._fleet.servers}
+              for s in fleet.fleet.servers}
     assert all(owners.values()), "both servers serve conversations"
 
 
@@ -117,7 +117,7 @@ async def test_killing_a_server_mid_run_fails_over_with_exact_results(fleet, ref
         _same(mine, ref)
         completed += 1
     assert completed == len(QUESTIONS)  # one server is left: every call completes there
-    assert sum(s.alive for s in fleet._fleet.servers) == 1
+    assert sum(s.alive for s in fleet.fleet.servers) == 1
 
     assert await fleet.ahealth() == {fleet.urls[0]: False, fleet.urls[1]: True}
     fleet.processes[1].kill()

@@ -113,7 +113,7 @@ async def test_caveat_explicit_all_zero_lora_list_clears_an_alora_slot(llama):
         post(row, lora=alora)
         kept = post(base)
         assert kept["cache_n"] >= prompt.shared - 1
-    llama._fleet.servers[0].slots[slot].state.kind = "unknown"  # we used it behind its back
+    llama.fleet.servers[0].slots[slot].forget()  # we used it behind its back
 
 
 async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
@@ -124,7 +124,7 @@ async def test_omitted_lora_is_the_base_model_on_our_servers(llama, hf):
         reply = http.post(llama.urls[0] + "/completion", json={
             "prompt": ids, "n_predict": 1, "n_probs": 5, "temperature": 0, "id_slot": 2,
             "cache_prompt": False}).json()
-    llama._fleet.servers[0].slots[2].state.kind = "unknown"
+    llama.fleet.servers[0].slots[2].forget()
     with torch.no_grad():
         ref = torch.log_softmax(hf.model(torch.tensor([ids])).logits[0, -1].float(), -1)
     for entry in reply["completion_probabilities"][0]["top_logprobs"]:
@@ -150,3 +150,37 @@ async def test_each_react_turn_prefills_only_its_new_tokens(llama):
         # back, excepted); only the tool result and the new headers are prefilled
         assert counts.reused_tokens >= before.usage["total_tokens"] - 2, (counts, before.usage)
         assert counts.prefilled_tokens + counts.reused_tokens == turn.usage["prompt_tokens"]
+
+
+async def test_the_unsampleable_bias_leaves_the_reported_probabilities_as_they_are(llama, hf):
+    """``probabilities.unsampleable`` (the ``logit_bias`` every one-token read sends) acts in
+    the sampler only: the whole-vocabulary logprobs are the same with and without it, banned
+    tokens included. And it is needed: where the server's greedy pick is the lead byte of a
+    multi-byte character, the reply has no probabilities (the rewrite LoRA of issue 31);
+    with the bias it has them, unchanged."""
+    from mellea_local.backends.llama_server.probabilities import unsampleable
+
+    n_vocab = len(hf.tokenizer)
+    banned = unsampleable(hf.tokenizer, n_vocab)
+    assert banned and all(flag is False for _, flag in banned)
+    ids = hf.render(Message("user", "Name a city in Japan."), ChatContext())[0]
+    with httpx.Client(timeout=60, headers=_auth(llama)) as http:
+        def read(bias):
+            body = {"prompt": ids, "n_predict": 1, "n_probs": n_vocab, "temperature": 0,
+                    "post_sampling_probs": False, "id_slot": 2, "cache_prompt": False}
+            return http.post(llama.urls[0] + "/completion",
+                             json={**body, "logit_bias": bias} if bias else body).json()
+
+        plain, biased = read(None), read(banned)
+        entries = plain["completion_probabilities"][0]["top_logprobs"]
+        [lead, *_] = [e["id"] for e in entries if len(e["bytes"]) == 1
+                      and 0xC2 <= e["bytes"][0] <= 0xF4]  # a lone lead byte
+        assert [lead, False] in banned
+        forced = read([[lead, 1e4]])  # the greedy pick is now that lead byte
+        fixed = read([[lead, 1e4], *banned])
+    llama.fleet.servers[0].slots[2].forget()  # we used it behind its back
+    assert not forced.get("completion_probabilities")  # the server withholds them
+    dense = [{e["id"]: e["logprob"] for e in r["completion_probabilities"][0]["top_logprobs"]}
+             for r in (plain, biased, fixed)]
+    assert len(dense[0]) == n_vocab
+    assert dense[1] == dense[0] == dense[2]

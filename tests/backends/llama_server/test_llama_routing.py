@@ -86,3 +86,31 @@ async def test_gate_runs_exclusive_requests_alone():
         if kind == "x":
             assert seen == ["c"]
     assert any(kind == "s" and len(seen) == 2 for kind, seen in overlaps)
+
+
+def test_the_adapter_kind_picks_the_lane_and_the_exported_invocation():
+    """The strategy decides (``AdapterKindStrategy.run_on``, ``engine_invocation``): a LoRA
+    runs on a lane of its own and exports no invocation; an aLoRA runs on the conversation's
+    slot and exports its invocation without the first token; one token is refused."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from mellea_local.adapters import AdapterKind
+    from mellea_local.adapters.kinds import strategy_for
+    from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
+    from mellea_local.backends.llama_server.gguf_export import exported_invocation
+    from mellea_local.errors import GGUFExportError
+
+    requests = AdapterRequests({"a_lora": 3, "a_alora": 4}, keyed=True, n_ctx=None)
+    lanes = {}
+    for kind, name in ((AdapterKind.LORA, "a_lora"), (AdapterKind.ALORA, "a_alora")):
+        adapter = SimpleNamespace(name=name, invocation_tokens=(7, 8, 9),
+                                  strategy=strategy_for(kind))
+        lanes[kind] = requests.lane(adapter)  # type: ignore[arg-type]
+    assert lanes == {AdapterKind.LORA: b"/lora/3", AdapterKind.ALORA: b""}
+    assert requests.lane(None) == b""
+    assert exported_invocation(AdapterKind.LORA, (7, 8, 9)) is None
+    assert exported_invocation(AdapterKind.ALORA, (7, 8, 9)) == [8, 9]
+    with pytest.raises(GGUFExportError):
+        exported_invocation(AdapterKind.ALORA, (7,))
