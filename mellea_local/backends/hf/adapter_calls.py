@@ -94,7 +94,7 @@ def last_logits_locked(
         holder.assert_base()
         with engine.reusing(rows[0][: shared + 1], reuse=base > 0, base=shared,
                             reusable=base,
-                            unreusable=not strategy.reuses_base_cache) as prefix:
+                            unreusable=strategy.base_cache_prefix(shared) == 0 < shared) as prefix:
             head = list(rows[0][prefix.reused : shared])
             for s in suffixes:
                 strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
@@ -135,7 +135,7 @@ def adapter_generate(
         holder.assert_base()
         with engine.reusing(ids[: shared + 1], reuse=base > 0, base=shared,
                             reusable=base,
-                            unreusable=not strategy.reuses_base_cache) as prefix:
+                            unreusable=strategy.base_cache_prefix(shared) == 0 < shared) as prefix:
             tensor = torch.tensor([list(ids)], device=model.device)
             strategy.require_activation(adapter, ids[prefix.reused:])
             with holder.using(adapter.name) as peft:
@@ -160,7 +160,8 @@ def mixed_batchable(calls: Sequence[tuple[Adapter, Sequence[int]]], shared: int)
     and each suffix must start with its adapter's invocation and not repeat it (one offset,
     the suffix's length, then places each adapter exactly where PEFT alone would).
     """
-    if len(calls) < 2 or not all(a.strategy.reuses_base_cache for a, _ in calls):
+    if len(calls) < 2 or shared < 1 or not all(
+            a.strategy.base_cache_prefix(shared) == shared for a, _ in calls):
         return False
     head = list(calls[0][1][:shared])
     return all(list(r[:shared]) == head and len(r) > shared
