@@ -120,6 +120,32 @@ def load_backend(
     return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype)
 
 
+def missing_check_adapter(model: str, base_model: str) -> AdapterNotFoundError:
+    """The one line a user reads when ``--model`` has no requirement-check adapter anywhere.
+
+    Said plainly (which model, why it matters, the command that makes one) instead of the
+    library's list of the places it looked, which reads as a broken install.
+    """
+    from mellea_local.adapters.library import base_model_name
+
+    return AdapterNotFoundError(
+        f"no requirement-check adapter exists for model {base_model_name(base_model)!r} "
+        f"(--model {model}); train one with `mellea-local train data.jsonl --model {model}` "
+        "(README \"A real model\"), or pass --adapter with an adapter folder."
+    )
+
+
+def add_check_adapter(backend: Any, model: str) -> str | None:
+    """Load the model's requirement-check adapter from the libraries (None when the backend
+    already has one); ``missing_check_adapter`` when none exists for it."""
+    if backend.supports_intrinsic(REQUIREMENT_CHECK):
+        return None
+    try:
+        return add_cli_adapter(backend, REQUIREMENT_CHECK)
+    except AdapterNotFoundError:
+        raise missing_check_adapter(model, str(backend.model_id)) from None
+
+
 def add_cli_adapter(backend: Any, adapter: str) -> str:
     """Load ``--adapter`` (a folder or a library entry) and return its name on the backend."""
     # An existing folder wins over an intrinsic of the same name ("adapter" in the current

@@ -180,6 +180,8 @@ def check(
             report,
             run_check,
         )
+        from mellea_local.cli.options import load_backend
+        from mellea_local.launch import add_check_adapter
 
         options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
                               threads)
@@ -205,8 +207,12 @@ def check(
             check_resume(output, items_by_line(list(enumerate(lines, start=1))),
                          str(input_path))
             apply_cli_threads(threads)
-            backend, name = load_check_backend(model, device=device, dtype=dtype,
-                                               adapter=adapter)
+            if adapter is None:  # the model's own adapter, or one line saying there is none
+                backend = load_backend(model, device=device, dtype=dtype)
+                name = add_check_adapter(backend, model)
+            else:
+                backend, name = load_check_backend(model, device=device, dtype=dtype,
+                                                   adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
             summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
@@ -270,7 +276,12 @@ def react_command(
 
     def work() -> None:
         from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
-        from mellea_local.cli.react_cmd import build_tools, parse_lookup, run_react
+        from mellea_local.cli.react_cmd import (
+            build_tools,
+            parse_lookup,
+            require_tool_template,
+            run_react,
+        )
 
         if not check_text(goal, "GOAL").strip():
             raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
@@ -278,6 +289,7 @@ def react_command(
         tools = build_tools(parse_lookup(lookup or []))
         apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
+        require_tool_template(backend, model)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,
