@@ -22,6 +22,7 @@ from mellea_local.cli.options import (
     ModelOpt,
     ThreadsOpt,
     apply_cli_threads,
+    check_model_args,
     run_guarded,
 )
 from mellea_local.cli.train import TRAIN_EPILOG, train_command
@@ -66,13 +67,20 @@ MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (
 
 
 @app.command()
-def demo(threads: ThreadsOpt = None) -> None:
+def demo(model: ModelOpt = EMBEDDED, threads: ThreadsOpt = None,
+         debug: DebugOpt = False) -> None:
     """Show the product working offline: generate, then check requirements at the floor."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from mellea_local.cli.demo import run_demo
 
-    apply_cli_threads(threads)
-    run_demo()
+    def work() -> None:
+        from mellea_local.cli.demo import run_demo
+
+        if model != EMBEDDED:
+            check_model_args(model)  # a bad --model: one line before anything loads
+        apply_cli_threads(threads)
+        run_demo(model)
+
+    run_guarded(debug, work)
 
 
 CHECK_EPILOG = (
