@@ -19,13 +19,13 @@ TRAIN_EPILOG = (
     "\b\n"
     '{"messages": [{"role": "user", "content": "Capital of France?"},\n'
     '              {"role": "assistant", "content": "Paris."}],\n'
-    ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": [true, false]}\n\n'
+    ' "requirements": ["Answer in one word.", "Mention Berlin."], "label": \\[true, false]}\n\n'
     "Or the peer's rows, {\"item\": \"...\", \"label\": \"T\"} with two labels: they train a "
     "custom intrinsic (--intrinsic NAME) whose io.yaml is written beside the adapter.\n\n"
     "Every line is checked before the model loads; all bad lines are listed at once.\n\n"
     "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json). "
     "Use it with --adapter that folder, or `backend.add_adapter('requirement-check', "
-    "roots=[OUT])`. Rerunning the same command after an interruption resumes."
+    "roots=\\[OUT])`. Rerunning the same command after an interruption resumes."
 )
 
 
