@@ -135,6 +135,27 @@ def missing_check_adapter(model: str, base_model: str) -> AdapterNotFoundError:
     )
 
 
+def require_check_adapter(model: str) -> None:
+    """``check`` without ``--adapter``: refuse, before any weights load (on either engine), a
+    model that has no requirement-check adapter in the libraries. The embedded model brings
+    its own; any other backend starts with none, so the libraries are the only source."""
+    if model == EMBEDDED:
+        return
+    from mellea_local.backends.loading import resolve_model_source
+    from mellea_local.models import find_gguf, is_registered
+
+    check_model_args(model)
+    path = Path(model).expanduser()
+    if find_gguf(path) is not None or (not path.exists() and is_registered(model)):
+        base = str(resolve_model_source(model))
+    else:
+        base = str(path) if path.exists() else model
+    try:
+        check_adapter_arg(REQUIREMENT_CHECK, base)
+    except AdapterNotFoundError:
+        raise missing_check_adapter(model, base) from None
+
+
 def add_check_adapter(backend: Any, model: str) -> str | None:
     """Load the model's requirement-check adapter from the libraries (None when the backend
     already has one); ``missing_check_adapter`` when none exists for it."""

@@ -189,7 +189,7 @@ def check(
             run_check,
         )
         from mellea_local.cli.options import load_backend
-        from mellea_local.launch import add_check_adapter
+        from mellea_local.launch import add_check_adapter, require_check_adapter
 
         options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
                               threads)
@@ -202,6 +202,8 @@ def check(
                 rows = read_pending(input_path, set()).rows
                 check_resume(records, items_by_line([(r["line"], r["text"]) for r in rows]),
                              str(input_path))
+            if adapter is None:
+                require_check_adapter(model)  # one line, before any actor loads a model
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
                           dtype=dtype, options=options)
         else:
@@ -215,7 +217,8 @@ def check(
             check_resume(output, items_by_line(list(enumerate(lines, start=1))),
                          str(input_path))
             apply_cli_threads(threads)
-            if adapter is None:  # the model's own adapter, or one line saying there is none
+            if adapter is None:  # no adapter anywhere: one line, before the model loads
+                require_check_adapter(model)
                 backend = load_backend(model, device=device, dtype=dtype)
                 name = add_check_adapter(backend, model)
             else:
