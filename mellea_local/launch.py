@@ -103,7 +103,7 @@ def check_adapter_arg(adapter: str, base_model: str) -> None:
 
 def load_backend(
     model: str, *, device: str | None = None, dtype: str | None = None,
-    adapter: str | None = None,
+    adapter: str | None = None, model_options: dict[str, Any] | None = None,
 ) -> Any:
     """The backend for ``--model``: the embedded model, a local folder or a cached hub id.
 
@@ -117,7 +117,8 @@ def load_backend(
     if model == EMBEDDED:
         return LocalHFBackend.embedded(device=device or "cpu")
     path = Path(model).expanduser()
-    return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype)
+    return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype,
+                          model_options=model_options)
 
 
 def missing_check_adapter(model: str, base_model: str) -> AdapterNotFoundError:

@@ -177,7 +177,9 @@ async def _demo(console: Console, model: str = "embedded") -> None:
         else:
             from mellea_local.launch import add_check_adapter, load_backend
 
-            backend = load_backend(model)
+            # Every generation bounded, the judge's too (the sampling strategy asks it with no
+            # options of its own): a real model's default would be 200 tokens and a warning.
+            backend = load_backend(model, model_options={ModelOption.MAX_NEW_TOKENS: 64})
             try:
                 add_check_adapter(backend, model)
             except AdapterNotFoundError as exc:
