@@ -52,3 +52,22 @@ def test_check_without_an_adapter_names_the_train_command(cli_model, tmp_path):
     assert text.startswith("error: no requirement-check adapter exists for model")
     assert f"mellea-local train data.jsonl --model {model_dir}" in text
     assert not out.exists()  # nothing written that could pass for scores
+
+
+def test_check_on_ray_says_it_before_any_actor_starts(cli_model, tmp_path):
+    model_dir, _ = cli_model
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"},
+                                             {"role": "assistant", "content": "Hello."}],
+                                "requirement": "Be polite."}) + "\n")
+    result = runner.invoke(app, ["check", str(data), "-o", str(tmp_path / "o.jsonl"),
+                                 "--model", str(model_dir), "--engine", "ray"])
+    assert result.exit_code == 1
+    assert " ".join(result.output.split()).startswith(
+        "error: no requirement-check adapter exists for model")
+
+
+def test_demo_with_a_missing_model_is_one_line(tmp_path):
+    result = runner.invoke(app, ["demo", "--model", str(tmp_path / "no-such-model")])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: --model") and "Traceback" not in result.output
