@@ -103,7 +103,7 @@ def check_adapter_arg(adapter: str, base_model: str) -> None:
 
 def load_backend(
     model: str, *, device: str | None = None, dtype: str | None = None,
-    adapter: str | None = None,
+    adapter: str | None = None, model_options: dict[str, Any] | None = None,
 ) -> Any:
     """The backend for ``--model``: the embedded model, a local folder or a cached hub id.
 
@@ -117,7 +117,55 @@ def load_backend(
     if model == EMBEDDED:
         return LocalHFBackend.embedded(device=device or "cpu")
     path = Path(model).expanduser()
-    return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype)
+    return LocalHFBackend(path if path.exists() else model, device=device, dtype=dtype,
+                          model_options=model_options)
+
+
+def missing_check_adapter(model: str, base_model: str) -> AdapterNotFoundError:
+    """The one line a user reads when ``--model`` has no requirement-check adapter anywhere.
+
+    Said plainly (which model, why it matters, the command that makes one) instead of the
+    library's list of the places it looked, which reads as a broken install.
+    """
+    from mellea_local.adapters.library import base_model_name
+
+    return AdapterNotFoundError(
+        f"no requirement-check adapter exists for model {base_model_name(base_model)!r} "
+        f"(--model {model}); train one with `mellea-local train data.jsonl --model {model}` "
+        "(README \"A real model\"), or pass --adapter with an adapter folder."
+    )
+
+
+def require_check_adapter(model: str) -> None:
+    """``check`` without ``--adapter``: refuse, before any weights load (on either engine), a
+    model that has no requirement-check adapter in the libraries. The embedded model brings
+    its own; any other backend starts with none, so the libraries are the only source."""
+    if model == EMBEDDED:
+        return
+    from mellea_local.backends.loading import resolve_model_source
+    from mellea_local.models import find_gguf, is_registered
+
+    check_model_args(model)
+    path = Path(model).expanduser()
+    if find_gguf(path) is not None or (not path.exists() and is_registered(model)):
+        base = str(resolve_model_source(model))
+    else:
+        base = str(path) if path.exists() else model
+    try:
+        check_adapter_arg(REQUIREMENT_CHECK, base)
+    except AdapterNotFoundError:
+        raise missing_check_adapter(model, base) from None
+
+
+def add_check_adapter(backend: Any, model: str) -> str | None:
+    """Load the model's requirement-check adapter from the libraries (None when the backend
+    already has one); ``missing_check_adapter`` when none exists for it."""
+    if backend.supports_intrinsic(REQUIREMENT_CHECK):
+        return None
+    try:
+        return add_cli_adapter(backend, REQUIREMENT_CHECK)
+    except AdapterNotFoundError:
+        raise missing_check_adapter(model, str(backend.model_id)) from None
 
 
 def add_cli_adapter(backend: Any, adapter: str) -> str:

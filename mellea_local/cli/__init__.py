@@ -22,6 +22,7 @@ from mellea_local.cli.options import (
     ModelOpt,
     ThreadsOpt,
     apply_cli_threads,
+    check_model_args,
     run_guarded,
 )
 from mellea_local.cli.train import TRAIN_EPILOG, train_command
@@ -66,13 +67,20 @@ MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (
 
 
 @app.command()
-def demo(threads: ThreadsOpt = None) -> None:
+def demo(model: ModelOpt = EMBEDDED, threads: ThreadsOpt = None,
+         debug: DebugOpt = False) -> None:
     """Show the product working offline: generate, then check requirements at the floor."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from mellea_local.cli.demo import run_demo
 
-    apply_cli_threads(threads)
-    run_demo()
+    def work() -> None:
+        from mellea_local.cli.demo import run_demo
+
+        if model != EMBEDDED:
+            check_model_args(model)  # a bad --model: one line before anything loads
+        apply_cli_threads(threads)
+        run_demo(model)
+
+    run_guarded(debug, work)
 
 
 CHECK_EPILOG = (
@@ -180,6 +188,8 @@ def check(
             report,
             run_check,
         )
+        from mellea_local.cli.options import load_backend
+        from mellea_local.launch import add_check_adapter, require_check_adapter
 
         options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
                               threads)
@@ -192,6 +202,8 @@ def check(
                 rows = read_pending(input_path, set()).rows
                 check_resume(records, items_by_line([(r["line"], r["text"]) for r in rows]),
                              str(input_path))
+            if adapter is None:
+                require_check_adapter(model)  # one line, before any actor loads a model
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
                           dtype=dtype, options=options)
         else:
@@ -205,8 +217,13 @@ def check(
             check_resume(output, items_by_line(list(enumerate(lines, start=1))),
                          str(input_path))
             apply_cli_threads(threads)
-            backend, name = load_check_backend(model, device=device, dtype=dtype,
-                                               adapter=adapter)
+            if adapter is None:  # no adapter anywhere: one line, before the model loads
+                require_check_adapter(model)
+                backend = load_backend(model, device=device, dtype=dtype)
+                name = add_check_adapter(backend, model)
+            else:
+                backend, name = load_check_backend(model, device=device, dtype=dtype,
+                                                   adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
             summary = run_check(input_path, output, backend, adapter=name)
         report(summary, output, Console(soft_wrap=True))
@@ -270,7 +287,12 @@ def react_command(
 
     def work() -> None:
         from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
-        from mellea_local.cli.react_cmd import build_tools, parse_lookup, run_react
+        from mellea_local.cli.react_cmd import (
+            build_tools,
+            parse_lookup,
+            require_tool_template,
+            run_react,
+        )
 
         if not check_text(goal, "GOAL").strip():
             raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
@@ -278,6 +300,7 @@ def react_command(
         tools = build_tools(parse_lookup(lookup or []))
         apply_cli_threads(threads)
         backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
+        require_tool_template(backend, model)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,

@@ -125,9 +125,25 @@ async def _answer(
     return new_ctx
 
 
+def _short_model_name(model: str) -> str:
+    """A model converted into the model cache by its name: the cache path (a hash folder)
+    says nothing to the user who typed ``--model smollm2-135m``."""
+    from pathlib import Path
+
+    from mellea_local.models import models_root
+
+    try:
+        if Path(model).resolve().is_relative_to(models_root().resolve()):
+            return Path(model).name
+    except (OSError, ValueError):
+        pass
+    return model
+
+
 def banner(backend: Any) -> str:
     """Which model answers, with which adapters: what a user needs to read the answers."""
     model = getattr(backend, "model_id", None) or type(backend).__name__
+    model = _short_model_name(str(model))
     where = getattr(backend, "device", None)
     adapters = getattr(backend, "adapters", None)
     names = ", ".join(sorted(adapters)) if isinstance(adapters, dict) and adapters else "none"

@@ -18,14 +18,16 @@ from rich.table import Table
 
 from mellea_local import __version__
 from mellea_local.backends.huggingface import LocalHFBackend
-from mellea_local.cli.react_cmd import StepPrinter, build_tools
+from mellea_local.cli.react_cmd import StepPrinter, build_tools, template_renders_tools
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded.corpus import REQUIREMENT_PHRASINGS
 from mellea_local.embedded.synthetic import FAMILIES, PREDICATES
+from mellea_local.errors import AdapterNotFoundError
 from mellea_local.intrinsics import arequirement_check, arequirement_checks
 from mellea_local.messages import Message
 from mellea_local.options import ModelOption
 from mellea_local.react import react
+from mellea_local.requirements import Requirement, avalidate
 from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
 
 QUESTION = "What is the capital of France?"
@@ -94,8 +96,42 @@ async def _checks(
     console.print("  " + "  ".join(f"{s:.2f} {_verdict(s)}" for s in scores))
 
 
+JUDGE_OPTIONS = {ModelOption.MAX_NEW_TOKENS: 4}
+
+
+async def _judge_checks(
+    console: Console, backend: LocalHFBackend, ctx: ChatContext, answer: str
+) -> None:
+    """Acts 2 and 3 for a model with no requirement-check adapter: the base model asked yes/no
+    per requirement (the library's path for a Requirement without an adapter), labelled so."""
+    console.rule("[bold]2. Requirement checks on that answer (JUDGE: the base model asked "
+                 "yes/no, no adapter)")
+    table = Table(show_edge=False)
+    for col in ("requirement", "judge says", "verdict", "truth", "ms"):
+        table.add_column(col, justify="left" if col == "requirement" else "right")
+    for family, req in zip(FAMILIES, REQUIREMENTS, strict=True):
+        t0 = time.perf_counter()
+        [result] = await avalidate([Requirement(req)], ctx, backend,
+                                   model_options=JUDGE_OPTIONS)
+        ms = (time.perf_counter() - t0) * 1000
+        truth = "[dim]pass[/]" if PREDICATES[family](answer, SLOTS) else "[dim]fail[/]"
+        said = escape(repr((result.reason or "").strip()[:20]))
+        table.add_row(escape(req), said, _verdict(1.0 if result else 0.0), truth, f"{ms:.0f}")
+    console.print(table)
+    console.print("[dim]  judge = the model's own yes/no answer to a checking prompt (no "
+                  "adapter, no KV cache reuse, slower and far less accurate than a trained "
+                  "aLoRA); truth = the Python rule the embedded model's training labels come "
+                  "from.[/]")
+    console.rule("[bold]3. Batched checks: skipped (they need a requirement-check adapter)")
+
+
 async def _agent(console: Console, backend: LocalHFBackend) -> None:
     console.rule("[bold]4. A ReACT agent with the built-in tools")
+    if not template_renders_tools(backend.tokenizer):
+        console.print("[yellow]  skipped: this model's chat template has no tool-call format "
+                      "(the tools would be dropped from its prompt), so the agent cannot run "
+                      "on it.[/]")
+        return
     for goal, table in AGENT_GOALS:
         console.print(f"[bold cyan]goal[/] {goal}")
         printer = StepPrinter(backend, console)
@@ -110,8 +146,9 @@ async def _agent(console: Console, backend: LocalHFBackend) -> None:
                       highlight=False)
 
 
-async def _instruct(console: Console, backend: LocalHFBackend) -> None:
-    console.rule("[bold]5. Instruct / validate / repair (rejection sampling)")
+async def _instruct(console: Console, backend: LocalHFBackend, *, judge: bool = False) -> None:
+    console.rule("[bold]5. Instruct / validate / repair (rejection sampling"
+                 + (", checked by the yes/no JUDGE)" if judge else ")"))
     console.print(f"[bold cyan]instruction[/] {INSTRUCTION}  [dim]requirement:[/] "
                   f"{INSTRUCT_REQUIREMENT}")
     result = await ainstruct(
@@ -127,25 +164,44 @@ async def _instruct(console: Console, backend: LocalHFBackend) -> None:
     console.print(f"  {outcome}: {escape(repr(result.result.value))}", highlight=False)
 
 
-async def _demo(console: Console) -> None:
+async def _demo(console: Console, model: str = "embedded") -> None:
     t0 = time.perf_counter()
-    with console.status("Loading the embedded model and its adapters..."):
+    judge = False
+    with console.status(f"Loading {model} and its adapters..."):
         import peft  # noqa: F401  (timed apart: importing the libraries is not loading a model)
         import transformers  # noqa: F401
 
         t1 = time.perf_counter()
-        backend = LocalHFBackend.embedded()
+        if model == "embedded":
+            backend = LocalHFBackend.embedded()
+        else:
+            from mellea_local.launch import add_check_adapter, load_backend
+
+            # Every generation bounded, the judge's too (the sampling strategy asks it with no
+            # options of its own): a real model's default would be 200 tokens and a warning.
+            backend = load_backend(model, model_options={ModelOption.MAX_NEW_TOKENS: 64})
+            try:
+                add_check_adapter(backend, model)
+            except AdapterNotFoundError as exc:
+                judge = True
+                missing = str(exc)
     params = backend.base_parameter_count
     console.print(
         f"[bold]mellea_local {__version__}[/]: {backend.model_id.rsplit('/', 1)[-1]} "
         f"({params / 1e6:.1f} M parameters, {backend.device}, {torch_threads()} torch "
         "thread(s)) with adapters "
-        f"{', '.join(sorted(backend.adapters))}, loaded in {time.perf_counter() - t1:.2f} s "
-        f"[dim](libraries imported in {t1 - t0:.1f} s)[/]")
+        f"{', '.join(sorted(backend.adapters)) or 'none'}, loaded in "
+        f"{time.perf_counter() - t1:.2f} s [dim](libraries imported in {t1 - t0:.1f} s)[/]")
+    if judge:
+        console.print(f"[yellow]{escape(missing)} Until then the checks below use the base "
+                      "model as a yes/no JUDGE.[/]")
     ctx, answer = await _answer(console, backend)
-    await _checks(console, backend, ctx, answer)
+    if judge:
+        await _judge_checks(console, backend, ctx, answer)
+    else:
+        await _checks(console, backend, ctx, answer)
     await _agent(console, backend)
-    await _instruct(console, backend)
+    await _instruct(console, backend, judge=judge)
     console.rule(f"[bold]done in {time.perf_counter() - t0:.1f} s, offline")
 
 
@@ -155,5 +211,7 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def run_demo() -> None:
-    asyncio.run(_demo(Console(highlight=False)))
+def run_demo(model: str = "embedded") -> None:
+    """The demo on the embedded model, or on ``model`` (a registered name, folder or GGUF): a
+    model without a requirement-check adapter gets its checks from a labelled yes/no judge."""
+    asyncio.run(_demo(Console(highlight=False), model))

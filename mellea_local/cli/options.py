@@ -28,7 +28,8 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="Model folder or hub id (offline cache only), or 'embedded' for the shipped model.",
+        help="A registered name (mellea-local models list, e.g. smollm2-135m), a .gguf file, a "
+        "model folder or hub id (offline cache only), or 'embedded' for the shipped model.",
     ),
 ]
 AdapterOpt = Annotated[

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import ChatContext, Context
-from mellea_local.errors import InvalidInputError
+from mellea_local.errors import InvalidInputError, ReactArgumentError
 from mellea_local.messages import ToolMessage
 from mellea_local.options import ModelOption
 from mellea_local.react import react
@@ -73,6 +73,37 @@ class StepPrinter(Backend):
         if not mot.tool_calls:
             self._say("  tool call", "(none)", "dim")
         return mot, new_ctx
+
+
+_PROBE_TOOL = {"type": "function", "function": {
+    "name": "probe_tool_zq", "description": "A tool whose name appears nowhere else.",
+    "parameters": {"type": "object", "properties": {}}}}
+
+
+def template_renders_tools(tokenizer: Any) -> bool:
+    """Whether the model's chat template shows the model the tools it is offered.
+
+    Templates without a tool section (SmolLM2's ChatML one) drop ``tools=`` silently: the agent
+    would then run its whole budget with a model that never heard of the calculator or
+    ``final_answer``. Rendering one conversation with a probe tool tells the two apart.
+    """
+    chat = [{"role": "user", "content": "hi"}]
+    try:
+        text = tokenizer.apply_chat_template(chat, tools=[_PROBE_TOOL], tokenize=False,
+                                             add_generation_prompt=True)
+    except Exception:  # a template that cannot take tools at all
+        return False
+    return "probe_tool_zq" in str(text)
+
+
+def require_tool_template(backend: Any, model: str) -> None:
+    """Refuse, before the first step, a model the agent could never get a tool call from."""
+    if not template_renders_tools(backend.tokenizer):
+        raise ReactArgumentError(
+            f"--model {model}: its chat template has no tool-call format (the tools offered "
+            "are dropped from the prompt), so the agent could never call the calculator or "
+            "final_answer; use a model whose chat template renders tools, such as the default "
+            "embedded model.")
 
 
 def build_tools(lookup: Mapping[str, Any] | None) -> list[Any]:

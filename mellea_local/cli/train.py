@@ -25,7 +25,7 @@ TRAIN_EPILOG = (
     "Every line is checked before the model loads; all bad lines are listed at once.\n\n"
     "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json). "
     "Use it with --adapter that folder, or `backend.add_adapter('requirement-check', "
-    "roots=[OUT])`. Rerunning the same command after an interruption resumes."
+    "roots=\\[OUT])`. Rerunning the same command after an interruption resumes."
 )
 
 

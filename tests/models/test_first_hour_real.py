@@ -1,0 +1,64 @@
+"""The first hour on SmolLM2-135M-Instruct: ``demo``, ``chat``, ``react`` and ``check`` with
+``--model smollm2-135m --threads 1``, each once through the real command line (typer's
+CliRunner), as a new user would try them. ``real_model``: deselected with a one-line hint
+when the model is not in the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mellea_local.cli import app
+
+pytestmark = pytest.mark.real_model
+runner = CliRunner()
+MODEL = ["--model", "smollm2-135m", "--threads", "1"]
+MISSING = "no requirement-check adapter exists for model 'SmolLM2-135M-Instruct'"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_chat_answers_and_quits():
+    result = runner.invoke(app, ["chat", *MODEL, "--max-new-tokens", "16", "--no-thinking"],
+                           input="What is the capital of France?\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "SmolLM2-135M-Instruct" in result.output
+    assert "Paris" in result.output.split("assistant>", 1)[1]
+
+
+def test_check_stops_with_the_missing_adapter_line(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Capital of France?"},
+                                             {"role": "assistant", "content": "Paris."}],
+                                "requirement": "Answer in one word.", "label": True}) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["check", str(data), "-o", str(out), *MODEL])
+    assert result.exit_code == 1
+    text = _flat(result.output)
+    assert text.startswith(f"error: {MISSING}")
+    assert "mellea-local train data.jsonl --model smollm2-135m" in text
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_react_stops_before_a_step_on_a_template_without_tools():
+    result = runner.invoke(app, ["react", "What is 12 * 7?", *MODEL, "--max-new-tokens", "16"])
+    assert result.exit_code == 1
+    text = _flat(result.output)
+    assert text.startswith("error: --model smollm2-135m: its chat template has no tool-call "
+                           "format")
+    assert "step 1" not in result.output and "Traceback" not in result.output
+
+
+def test_demo_runs_with_a_labelled_judge():
+    result = runner.invoke(app, ["demo", *MODEL])
+    assert result.exit_code == 0, result.output
+    text = _flat(result.output)
+    assert MISSING in text and "mellea-local train" in text
+    assert "checks below use the base model as a yes/no JUDGE" in text
+    assert "Paris" in text.split("assistant", 1)[1]
+    assert "no tool-call format" in text  # the agent act says why it is skipped
+    assert "done in" in text
