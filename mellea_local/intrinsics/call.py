@@ -8,13 +8,13 @@ shape, with numbers as numbers (requirement-check: ``{"requirement_check": {"sco
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
+from mellea_local.core import sync
 from mellea_local.core.context import Context
-from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError, SyncInEventLoopError
+from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError
 from mellea_local.inputs import check_context
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.options import scoring_options
@@ -177,15 +177,10 @@ async def aintrinsic(
 
 
 def run_sync(coro: Coroutine[Any, Any, T], twin: str) -> T:
-    """Run a coroutine from synchronous code; inside an event loop, name the async twin."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise SyncInEventLoopError(
-        f"This is the synchronous form; inside a running event loop, await {twin} instead."
-    )
+    """The intrinsic helpers' synchronous forms, over the one bridge (``core.sync``): inside a
+    running event loop they refuse, naming the async twin to await."""
+    return sync.run_sync(coro, in_loop=(
+        f"This is the synchronous form; inside a running event loop, await {twin} instead."))
 
 
 def intrinsic(
