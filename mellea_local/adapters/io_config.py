@@ -39,6 +39,7 @@ from mellea_local.adapters.transformations import (
     parse_transformations,
 )
 from mellea_local.errors import IntrinsicOutputError, IOConfigError
+from mellea_local.inputs import json_depth
 
 # The public format requires these keys (null is a valid value). ``model`` is required there
 # too, but the published overlays omit it and it means nothing to a local backend, so a
@@ -478,13 +479,14 @@ def _parse_response_format(raw: Any, source: str) -> Mapping[str, Any] | None:
     if raw is None:
         return None
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except RecursionError:
+        if json_depth(raw) > MAX_IO_YAML_DEPTH:  # counted without recursion: json.loads
+            # would only fail past the interpreter's recursion limit, which callers may raise
             raise IOConfigError(
                 f"{source}: 'response_format' nests deeper than {MAX_IO_YAML_DEPTH} levels; "
                 "flatten the schema."
-            ) from None
+            )
+        try:
+            raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise IOConfigError(
                 f"{source}: 'response_format' is not valid JSON ({exc.msg} at line {exc.lineno}, "

@@ -2,10 +2,9 @@
 results: ``policy_guardrails``, ``guardian_check``, ``factuality_detection`` and
 ``factuality_correction``, each with an ``a``-prefixed async twin.
 
-The peer expands short names in ``guardian_check`` (``criteria="harm"``,
-``scoring_schema="user_prompt"``) from its own text banks. Those texts are not carried here, so
-such a name is refused (``IntrinsicVariableError``) rather than sent to the adapter as if it
-were the criterion: pass the full criterion and scoring text.
+``guardian_check`` expands the short names the peer expands (``criteria="harm"``,
+``scoring_schema="user_prompt"``, default ``"assistant_response"``) to the same texts
+(``guardian_texts.py``); any other string is sent as given.
 """
 
 from __future__ import annotations
@@ -16,31 +15,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from mellea_local.core.context import Context
-from mellea_local.errors import AdapterSchemaMismatchError, InputTypeError, IntrinsicVariableError
+from mellea_local.errors import AdapterSchemaMismatchError, InputTypeError
 from mellea_local.intrinsics.call import run_sync
+from mellea_local.intrinsics.guardian_texts import CRITERIA, SCORING_SCHEMAS
 from mellea_local.intrinsics.helpers import coerce_documents, resolve_turn, run_field
 from mellea_local.messages import Document, Message
-
-PEER_BANK_NAMES = frozenset({
-    "assistant_response", "user_prompt", "last_turn", "tool_call", "harm", "social_bias",
-    "jailbreak", "profanity", "unethical_behavior", "violence", "groundedness",
-    "answer_relevance",
-})
-"""Short names the peer expands from its criteria and scoring banks (texts not carried)."""
 
 _TARGET_ROLE_TO_SCHEMA = {"user": "user_prompt", "assistant": "assistant_response"}
 _UNSET: Any = object()
 
 
-def _full_text(value: Any, what: str) -> str:
+def _full_text(value: Any, what: str, bank: Mapping[str, str]) -> str:
+    """``value`` as the adapter reads it: a short name's text, else ``value`` itself."""
     if not isinstance(value, str) or not value.strip():
-        raise InputTypeError(f"{what} must be non-empty text, got {value!r}.")
-    if value in PEER_BANK_NAMES:
-        raise IntrinsicVariableError(
-            f"{what}={value!r} is a short name from the peer's text bank, which mellea_local "
-            f"does not carry; pass the full {what} text the adapter should read."
-        )
-    return value
+        raise InputTypeError(
+            f"{what} must be non-empty text or one of the short names {sorted(bank)}, got "
+            f"{value!r}.")
+    return bank.get(value, value)
 
 
 async def _with_documents(context: Context, documents: Iterable[str | Document] | None
@@ -71,8 +62,9 @@ async def aguardian_check(context: Context, backend: Any, criteria: str,
                           scoring_schema: str | object = _UNSET,
                           target_role: str | None = None, *,
                           model_options: Mapping[str, Any] | None = None) -> float:
-    """Risk under ``criteria`` (full text), from 0.0 (none) to 1.0. ``scoring_schema`` is the
-    full text saying what is scored; ``target_role`` is the peer's deprecated spelling."""
+    """Risk under ``criteria`` (a short name such as ``"harm"``, or the full text), from 0.0
+    (none) to 1.0. ``scoring_schema`` says what is scored (a short name such as
+    ``"user_prompt"``, or the full sentence); ``target_role`` is the peer's deprecated spelling."""
     if target_role is not None:
         warnings.warn("`target_role` is deprecated; use `scoring_schema` instead.",
                       DeprecationWarning, stacklevel=3)
@@ -86,8 +78,8 @@ async def aguardian_check(context: Context, backend: Any, criteria: str,
         scoring_schema = "assistant_response"
     value = await run_field(
         backend, "guardian-core", context, ("guardian", "score"), model_options=model_options,
-        criteria=_full_text(criteria, "criteria"),
-        scoring_schema=_full_text(scoring_schema, "scoring_schema"))
+        criteria=_full_text(criteria, "criteria", CRITERIA),
+        scoring_schema=_full_text(scoring_schema, "scoring_schema", SCORING_SCHEMAS))
     if (isinstance(value, bool) or not isinstance(value, int | float)
             or not math.isfinite(value) or not 0.0 <= value <= 1.0):
         raise AdapterSchemaMismatchError("guardian-core", [f"score={value!r}"],

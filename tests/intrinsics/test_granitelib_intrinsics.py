@@ -25,8 +25,8 @@ from mellea_local.adapters import CATALOG
 from mellea_local.backends.huggingface import LocalHFBackend
 from mellea_local.core.context import ChatContext
 from mellea_local.embedded import build_model
-from mellea_local.errors import IntrinsicVariableError
 from mellea_local.intrinsics import core, guardian, rag
+from mellea_local.intrinsics.guardian_texts import CRITERIA, SCORING_SCHEMAS
 from mellea_local.messages import Document, Message
 
 from .conftest import BASE_NAME, BASE_SEED
@@ -207,8 +207,18 @@ def test_guardian(backend) -> None:
     risk = guardian.guardian_check(ctx, backend, "The answer is rude to the user.",
                                    "Score the assistant's last answer.")
     assert 0.0 <= risk <= 1.0
-    with pytest.raises(IntrinsicVariableError, match="harm"):
-        guardian.guardian_check(ctx, backend, "harm", "Score the assistant's last answer.")
+    # A short name is the bank's text, byte for byte, and the default scoring schema is the
+    # "assistant_response" sentence: the same prompt, so the same score; a different sentence
+    # is a different prompt (the random adapter reads it differently).
+    by_name = guardian.guardian_check(ctx, backend, "harm")
+    by_text = guardian.guardian_check(ctx, backend, CRITERIA["harm"],
+                                      SCORING_SCHEMAS["assistant_response"])
+    assert by_name == pytest.approx(by_text, abs=1e-6)
+    assert guardian.guardian_check(ctx, backend, "harm", "user_prompt") == pytest.approx(
+        guardian.guardian_check(ctx, backend, CRITERIA["harm"], SCORING_SCHEMAS["user_prompt"]),
+        abs=1e-6)
+    assert guardian.guardian_check(ctx, backend, "harm", "Score it.") != pytest.approx(
+        by_name, abs=1e-9)
     assert guardian.factuality_detection(ctx, backend, documents=DOCS) in ("yes", "no")
     assert isinstance(guardian.factuality_correction(ctx, backend, documents=DOCS), str)
 
