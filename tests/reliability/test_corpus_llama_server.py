@@ -19,11 +19,12 @@ import os
 import shutil
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from fake_http import JsonHandler
 
 pytest.importorskip("httpx")
 pytest.importorskip("gguf")
@@ -87,21 +88,11 @@ def good_top(yes: int, no: int) -> list[dict[str, Any]]:
     return [{"id": yes, "logprob": math.log(0.7)}, {"id": no, "logprob": math.log(0.3)}]
 
 
-class _Fake(BaseHTTPRequestHandler):
+class _Fake(JsonHandler):
     props: ClassVar[bytes] = b'{"total_slots": 1}'
     loras: ClassVar[bytes] = b"[]"
     completion: ClassVar[bytes] = b"{}"
     mode: ClassVar[str] = "reply"  # "reply" | "stream-forever" | "stall"
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         if self.path == "/health":

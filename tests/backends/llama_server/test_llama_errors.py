@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
 from conftest import needs_server
+from fake_http import JsonHandler
 
 from mellea_local.backends.llama_server import LlamaServerBackend, read_gguf_folder
 from mellea_local.backends.llama_server.launch import find_binary, free_port, start_server
@@ -85,21 +86,11 @@ def test_mismatched_invocation(gguf_dir, tmp_path):
         proc.stop()
 
 
-class _Fake(BaseHTTPRequestHandler):
+class _Fake(JsonHandler):
     """Answers like llama-server on start-up, then sends nonsense for /completion."""
 
     completion: bytes = b"not json at all"
     loras: ClassVar[list] = []
-
-    def log_message(self, *args):  # quiet
-        pass
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self):
         if self.path == "/health":
