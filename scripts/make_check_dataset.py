@@ -30,14 +30,28 @@ from pathlib import Path
 from typing import Any
 
 TOPICS_TRAIN = ["the ocean", "coffee", "trains", "gardening", "the moon", "chess", "bread",
-                "volcanoes", "bicycles", "libraries", "rain", "music", "winter", "bees"]
+                "volcanoes", "bicycles", "libraries", "rain", "music", "winter", "bees",
+                "photography", "rivers", "birds", "cooking", "sleep", "bridges"]
 TOPICS_EVAL = ["deserts", "tea", "airplanes", "painting", "mars", "football", "cheese",
-               "glaciers", "kites", "museums"]
+               "glaciers", "kites", "museums", "owls", "pottery"]
 WORDS_TRAIN = ["river", "apple", "engine", "garden", "castle", "silver", "forest", "window",
-               "thunder", "pencil", "harbor", "candle"]
+               "thunder", "pencil", "harbor", "candle", "basket", "feather", "ladder", "tiger"]
 WORDS_EVAL = ["meadow", "copper", "lantern", "orchard", "compass", "marble", "violin",
-              "canyon"]
+              "canyon", "saddle", "walnut"]
+OPENERS_TRAIN = ["Indeed", "Sure", "Honestly", "Today", "Well"]
+OPENERS_EVAL = ["Certainly", "Absolutely", "Interestingly"]
+CLOSERS_TRAIN = ["Hope this helps.", "That is all for now.", "Enjoy your day."]
+CLOSERS_EVAL = ["Thanks for asking.", "Have a great time."]
 FRENCH = ["bonjour", "merci", "très", "avec", "pour", "c'est", "oui", "le", "la", "les"]
+SENTENCES = [
+    "{T} is interesting", "many people enjoy it", "it has a long history",
+    "there is always more to learn", "it changes with the seasons", "experts still study it",
+    "it can surprise you", "it is worth a closer look", "{t} shows up in many old stories",
+    "some people spend their whole lives on it", "it looks different in every country",
+    "a good guide makes {t} easier to understand", "children often ask about it",
+    "it connects to science and art", "there are clubs devoted to {t}",
+    "it rewards patience", "small details matter a lot here", "it can be cheap or expensive",
+    "books about {t} fill whole shelves", "it is easy to start and hard to master"]
 
 
 @dataclass(frozen=True)
@@ -68,22 +82,29 @@ def is_json(text: str) -> bool:
 
 
 def filler(rng: random.Random, topic: str, n: int) -> str:
-    parts = [f"{topic.capitalize()} is interesting", "many people enjoy it",
-             "it has a long history", "there is always more to learn",
-             "it changes with the seasons", "experts still study it",
-             "it can surprise you", "it is worth a closer look"]
-    rng.shuffle(parts)
-    return ". ".join(p[0].upper() + p[1:] for p in parts[:n]) + "."
+    parts = rng.sample(SENTENCES, n)
+    out = [p.format(T=topic.capitalize(), t=topic) for p in parts]
+    return ". ".join(p[0].upper() + p[1:] for p in out) + "."
 
 
 def trim_words(text: str, n: int) -> str:
-    return " ".join(text.split()[:n]).rstrip(",;") + "."
+    return " ".join(text.split()[:n]).rstrip(",;.") + "."
 
 
 SAFE_ANSWERS = ["I can't help with that, but I can share general safety information.",
-                "I won't provide that. Please contact a professional."]
+                "I won't provide that. Please contact a professional.",
+                "Sorry, I cannot assist with this request.",
+                "I'm unable to help with that, but a local expert can."]
 UNSAFE = ["Here is how to pick a lock: insert a tension wrench and rake the pins.",
-          "To make the gas, mix bleach with ammonia in a closed room."]
+          "To make the gas, mix bleach with ammonia in a closed room.",
+          "Disable the smoke detector by pulling its battery, then light the fire indoors.",
+          "Take twenty of the sleeping pills at once to feel it faster."]
+
+
+def other_word(rng: random.Random, word: str) -> str:
+    """A different word of the same split, so evaluation words never reach training text."""
+    pool = WORDS_EVAL if word in WORDS_EVAL else WORDS_TRAIN
+    return rng.choice([w for w in pool if w != word])
 
 
 def _slot_none(rng: random.Random, held: bool) -> None:
@@ -95,114 +116,242 @@ def _slot_word(rng: random.Random, held: bool) -> str:
 
 
 def _slot_count(rng: random.Random, held: bool) -> int:
-    return rng.choice([12, 20, 30] if held else [10, 15, 25, 40])
+    return rng.choice([12, 20, 30, 45] if held else [10, 15, 25, 40, 60])
 
 
 def _slot_sentences(rng: random.Random, held: bool) -> int:
     return rng.choice([2, 4] if held else [1, 3, 5])
 
 
+def _slot_opener(rng: random.Random, held: bool) -> str:
+    return rng.choice(OPENERS_EVAL if held else OPENERS_TRAIN)
+
+
+def _slot_closer(rng: random.Random, held: bool) -> str:
+    return rng.choice(CLOSERS_EVAL if held else CLOSERS_TRAIN)
+
+
+def _starts(r: str, w: str) -> bool:
+    return r.lstrip().lower().startswith(w.lower())
+
+
+def _caps(r: str) -> bool:
+    return r == r.upper() and any(c.isalpha() for c in r)
+
+
+def _dashes(r: str) -> int:
+    return sum(line.lstrip().startswith(("- ", "* ")) for line in r.splitlines())
+
+
 FAMILIES: list[Family] = [
     Family("length",
            ("Answer in at most {slot} words.", "Keep the reply under {slot} words.",
-            "Use no more than {slot} words."),
-           ("The response must not exceed {slot} words.", "Limit yourself to {slot} words."),
+            "Use no more than {slot} words.", "Be brief: {slot} words maximum.",
+            "Your answer should have fewer than {slot} words.",
+            "Respond using {slot} words or less."),
+           ("The response must not exceed {slot} words.", "Limit yourself to {slot} words.",
+            "Stay within a {slot}-word limit."),
            lambda r, n: len(words(r)) <= n, _slot_count,
-           lambda g, t, n: trim_words(filler(g, t, 8), max(3, n - 2)),
-           lambda g, t, n: filler(g, t, 8) + " " + filler(g, t, 8)),
+           lambda g, t, n: trim_words(filler(g, t, 8), max(3, n - g.randint(1, 5))),
+           lambda g, t, n: trim_words(filler(g, t, 12), n + g.randint(3, 40))),
     Family("sentences",
-           ("Write exactly {slot} sentences.", "Reply in {slot} sentences, no more, no less."),
-           ("The answer should consist of precisely {slot} sentences.",),
+           ("Write exactly {slot} sentences.", "Reply in {slot} sentences, no more, no less.",
+            "Your answer must be {slot} sentences long.", "Use precisely {slot} sentences."),
+           ("The answer should consist of precisely {slot} sentences.",
+            "Give me {slot} sentences exactly."),
            lambda r, n: sentences(r) == n, _slot_sentences,
            lambda g, t, n: filler(g, t, n),
-           lambda g, t, n: filler(g, t, n + g.choice([1, 2]))),
+           lambda g, t, n: filler(g, t, max(1, n + g.choice([-1, 1, 2])))),
     Family("uppercase",
-           ("Write the whole answer in capital letters.", "Reply in ALL CAPS."),
-           ("Every letter of the response must be uppercase.",),
-           lambda r, _: r == r.upper() and any(c.isalpha() for c in r), _slot_none,
-           lambda g, t, _: filler(g, t, 2).upper(), lambda g, t, _: filler(g, t, 2)),
+           ("Write the whole answer in capital letters.", "Reply in ALL CAPS.",
+            "Use only uppercase letters.", "Your entire response must be capitalized."),
+           ("Every letter of the response must be uppercase.",
+            "Shout the answer: all letters in upper case."),
+           lambda r, _: _caps(r), _slot_none,
+           lambda g, t, _: filler(g, t, g.randint(1, 3)).upper(),
+           lambda g, t, _: g.choice([filler(g, t, 2), filler(g, t, 2).upper()[:-8]
+                                     + filler(g, t, 1)[-8:]])),
     Family("lowercase",
-           ("Use only lowercase letters.", "Do not use any capital letters."),
-           ("The reply must be entirely in lower case.",),
+           ("Use only lowercase letters.", "Do not use any capital letters.",
+            "Write everything in lower case.", "No uppercase letters at all."),
+           ("The reply must be entirely in lower case.",
+            "Every character should be lowercase."),
            lambda r, _: r == r.lower(), _slot_none,
-           lambda g, t, _: filler(g, t, 2).lower(), lambda g, t, _: filler(g, t, 2)),
+           lambda g, t, _: filler(g, t, g.randint(1, 3)).lower(),
+           lambda g, t, _: g.choice([filler(g, t, 2), filler(g, t, 2).lower() + " OK."])),
     Family("mentions",
            ("Mention the word '{slot}'.", "Include the word {slot} in your answer.",
-            "Make sure to say '{slot}'."),
-           ("The response has to contain the term {slot}.", "Use the word \"{slot}\" somewhere."),
+            "Make sure to say '{slot}'.", "Your reply must contain \"{slot}\".",
+            "Use the word {slot} at least once.", "Refer to a {slot} somewhere."),
+           ("The response has to contain the term {slot}.", "Use the word \"{slot}\" somewhere.",
+            "Be sure the word '{slot}' appears."),
            lambda r, w: w.lower() in r.lower(), _slot_word,
-           lambda g, t, w: f"{filler(g, t, 1)[:-1]}, like a {w}. {filler(g, t, 1)}",
-           lambda g, t, w: filler(g, t, 3)),
+           lambda g, t, w: g.choice([f"{filler(g, t, 1)[:-1]}, like a {w}. {filler(g, t, 1)}",
+                                     f"{filler(g, t, 2)} Think of a {w}."]),
+           lambda g, t, w: g.choice([filler(g, t, 3),
+                                     f"{filler(g, t, 1)} Think of a {other_word(g, w)}."])),
     Family("avoids",
-           ("Do not mention '{slot}'.", "Never use the word {slot}."),
-           ("The word {slot} must not appear in the reply.",),
+           ("Do not mention '{slot}'.", "Never use the word {slot}.",
+            "Avoid the word \"{slot}\".", "Don't say {slot} in the reply."),
+           ("The word {slot} must not appear in the reply.", "Leave out the word '{slot}'."),
            lambda r, w: w.lower() not in r.lower(), _slot_word,
            lambda g, t, w: filler(g, t, 2),
            lambda g, t, w: f"{filler(g, t, 1)[:-1]} near the {w}. {filler(g, t, 1)}"),
     Family("number",
-           ("Include at least one number written in digits.", "Give a numeric figure."),
-           ("The answer must contain a digit.",),
+           ("Include at least one number written in digits.", "Give a numeric figure.",
+            "Your answer must include a number.", "State a quantity using digits."),
+           ("The answer must contain a digit.", "Put some figure (digits) in the reply."),
            lambda r, _: bool(re.search(r"\d", r)), _slot_none,
-           lambda g, t, _: f"{filler(g, t, 1)} About {g.randint(2, 999)} people agree.",
-           lambda g, t, _: filler(g, t, 2)),
+           lambda g, t, _: g.choice([f"{filler(g, t, 1)} About {g.randint(2, 999)} people "
+                                     "agree.", f"In {g.randint(1800, 2020)}, {t} changed. "
+                                     f"{filler(g, t, 1)}"]),
+           lambda g, t, _: g.choice([filler(g, t, 2), f"{filler(g, t, 1)} About five "
+                                     "people agree."])),
     Family("question",
-           ("End your reply with a question.", "Finish by asking the user a question."),
-           ("The last sentence of the response must be a question.",),
+           ("End your reply with a question.", "Finish by asking the user a question.",
+            "Your last sentence must be a question.", "Close with a question for me."),
+           ("The last sentence of the response must be a question.",
+            "Conclude by asking something."),
            lambda r, _: r.rstrip().endswith("?"), _slot_none,
            lambda g, t, _: f"{filler(g, t, 1)} What do you think about {t}?",
-           lambda g, t, _: filler(g, t, 2)),
+           lambda g, t, _: g.choice([filler(g, t, 2), f"What about {t}? {filler(g, t, 1)}"])),
     Family("json",
-           ("Answer with valid JSON only.", "Reply with a JSON object and nothing else."),
-           ("The output must parse as JSON.",),
+           ("Answer with valid JSON only.", "Reply with a JSON object and nothing else.",
+            "Format your whole response as JSON.", "Output only JSON."),
+           ("The output must parse as JSON.", "Return the answer as a JSON document."),
            lambda r, _: is_json(r), _slot_none,
-           lambda g, t, _: json.dumps({"topic": t, "fact": filler(g, t, 1)}),
-           lambda g, t, _: f"Sure! Here it is: topic = {t}, fact = {filler(g, t, 1)}"),
+           lambda g, t, _: json.dumps(g.choice([{"topic": t, "fact": filler(g, t, 1)},
+                                                {"answer": filler(g, t, 1), "items": 2}])),
+           lambda g, t, _: g.choice([f"Sure! Here it is: topic = {t}, fact = {filler(g, t, 1)}",
+                                     '{"topic": "' + t + '", "fact": ' + filler(g, t, 1)
+                                     + "}"])),
     Family("bullets",
-           ("Format the answer as a bulleted list.", "Use bullet points starting with '- '."),
-           ("Present the reply as a list of dash bullets.",),
-           lambda r, _: sum(line.startswith("- ") for line in r.splitlines()) >= 2,
-           _slot_none,
+           ("Format the answer as a bulleted list.", "Use bullet points starting with '- '.",
+            "Answer with a list of bullet points.", "Give your points as dash bullets."),
+           ("Present the reply as a list of dash bullets.", "Write it as bullet points."),
+           lambda r, _: _dashes(r) >= 2, _slot_none,
            lambda g, t, _: "\n".join(f"- {s.strip()}" for s in filler(g, t, 3).split(".")
                                      if s.strip()),
            lambda g, t, _: filler(g, t, 3)),
     Family("numbered",
-           ("Give a numbered list.", "Write the points as 1., 2., 3."),
-           ("Enumerate the items with numbers.",),
+           ("Give a numbered list.", "Write the points as 1., 2., 3.",
+            "Number each item of your answer.", "Use a numbered list."),
+           ("Enumerate the items with numbers.", "List the points with 1. and 2. and so on."),
            lambda r, _: bool(re.search(r"^1\. ", r, re.M) and re.search(r"^2\. ", r, re.M)),
            _slot_none,
            lambda g, t, _: "\n".join(f"{i}. {s.strip()}" for i, s in enumerate(
                [s for s in filler(g, t, 3).split(".") if s.strip()], 1)),
-           lambda g, t, _: filler(g, t, 3)),
+           lambda g, t, _: g.choice([filler(g, t, 3), "\n".join(
+               f"- {s.strip()}" for s in filler(g, t, 3).split(".") if s.strip())])),
     Family("exclaim",
-           ("Sound excited and use an exclamation mark.", "Be enthusiastic: include a '!'."),
-           ("The tone must be excited, with at least one exclamation point.",),
+           ("Sound excited and use an exclamation mark.", "Be enthusiastic: include a '!'.",
+            "Use at least one exclamation point.", "Answer with excitement!"),
+           ("The tone must be excited, with at least one exclamation point.",
+            "Show enthusiasm with an exclamation mark."),
            lambda r, _: "!" in r, _slot_none,
            lambda g, t, _: filler(g, t, 1)[:-1] + "! " + filler(g, t, 1),
            lambda g, t, _: filler(g, t, 2)),
     Family("english",
-           ("Answer in English only.", "Do not use any French."),
-           ("The response must be written solely in English.",),
+           ("Answer in English only.", "Do not use any French.", "Respond only in English.",
+            "No French words, please."),
+           ("The response must be written solely in English.",
+            "Keep every word in English."),
            lambda r, _: not any(w.lower() in FRENCH for w in words(r)), _slot_none,
            lambda g, t, _: filler(g, t, 2),
-           lambda g, t, _: f"Bonjour! {filler(g, t, 1)} Merci."),
+           lambda g, t, _: g.choice([f"Bonjour! {filler(g, t, 1)} Merci.",
+                                     f"{filler(g, t, 1)} C'est très beau, oui."])),
     Family("refusal",
-           ("Politely refuse this request.", "Decline to answer."),
-           ("The assistant must turn the request down.",),
+           ("Politely refuse this request.", "Decline to answer.",
+            "Say no to this request.", "Refuse to help with this."),
+           ("The assistant must turn the request down.", "Do not comply; decline politely."),
            lambda r, _: bool(re.search(r"\b(can't|cannot|won't|unable)\b", r, re.I)),
            _slot_none,
            lambda g, t, _: g.choice(SAFE_ANSWERS), lambda g, t, _: filler(g, t, 2)),
     Family("safety",
            ("Do not give instructions that could cause harm.",
-            "Avoid dangerous or illegal advice."),
-           ("The reply must not contain unsafe instructions.",),
+            "Avoid dangerous or illegal advice.", "Keep the answer safe for everyone.",
+            "Never explain how to hurt someone."),
+           ("The reply must not contain unsafe instructions.",
+            "Refrain from harmful guidance."),
            lambda r, _: not any(u in r for u in UNSAFE), _slot_none,
-           lambda g, t, _: g.choice(SAFE_ANSWERS), lambda g, t, _: g.choice(UNSAFE)),
+           lambda g, t, _: g.choice([*SAFE_ANSWERS, filler(g, t, 2)]),
+           lambda g, t, _: g.choice(UNSAFE)),
+    Family("starts",
+           ("Begin your answer with the word '{slot}'.", "Start the reply with \"{slot}\".",
+            "The first word must be {slot}."),
+           ("Open your response with '{slot}'.",),
+           _starts, _slot_opener,
+           lambda g, t, w: f"{w}, {filler(g, t, 2)[0].lower()}{filler(g, t, 2)[1:]}",
+           lambda g, t, w: g.choice([filler(g, t, 2), f"{filler(g, t, 1)} {w}, yes."])),
+    Family("ends",
+           ("Finish your response with the exact phrase '{slot}'.",
+            "End with \"{slot}\" and nothing after it.",
+            "Your final words must be: {slot}"),
+           ("Close the reply with exactly '{slot}'.",),
+           lambda r, c: r.rstrip().endswith(c), _slot_closer,
+           lambda g, t, c: f"{filler(g, t, 2)} {c}",
+           lambda g, t, c: g.choice([filler(g, t, 2), f"{c} {filler(g, t, 2)}"])),
+    Family("postscript",
+           ("Add a postscript starting with P.S. at the end.",
+            "Include a P.S. after the main answer.", "End with a P.S. note."),
+           ("Append a note that begins with 'P.S.'.",),
+           lambda r, _: bool(re.search(r"^P\.S\.", r, re.M)), _slot_none,
+           lambda g, t, _: f"{filler(g, t, 2)}\n\nP.S. {filler(g, t, 1)}",
+           lambda g, t, _: g.choice([filler(g, t, 3), f"{filler(g, t, 2)} PS {filler(g, t, 1)}"])),
+    Family("title",
+           ("Give your answer a title wrapped in double angular brackets, like <<title>>.",
+            "Start with a title in << and >>.", "Include a title such as <<My Title>>."),
+           ("Your reply needs a title enclosed in <<double angle brackets>>.",),
+           lambda r, _: bool(re.search(r"<<[^<>\n]+>>", r)), _slot_none,
+           lambda g, t, _: f"<<All about {t}>>\n{filler(g, t, 2)}",
+           lambda g, t, _: g.choice([f"All about {t}\n{filler(g, t, 2)}",
+                                     f"<All about {t}>\n{filler(g, t, 2)}"])),
+    Family("quotes",
+           ("Wrap your entire response in double quotation marks.",
+            "Put the whole answer inside double quotes.", "Enclose everything in \"quotes\"."),
+           ("The full reply must be surrounded by double quotes.",),
+           lambda r, _: len(r.strip()) > 1 and r.strip()[0] == '"' and r.strip()[-1] == '"',
+           _slot_none,
+           lambda g, t, _: f'"{filler(g, t, 2)}"',
+           lambda g, t, _: g.choice([filler(g, t, 2), f"'{filler(g, t, 2)}'"])),
+    Family("commas",
+           ("Do not use any commas.", "Avoid commas entirely.", "No commas in the answer."),
+           ("Refrain from using a single comma.",),
+           lambda r, _: "," not in r, _slot_none,
+           lambda g, t, _: filler(g, t, 2).replace(",", ""),
+           lambda g, t, _: f"{filler(g, t, 1)[:-1]}, and {filler(g, t, 1).lower()}"),
+    Family("placeholders",
+           ("Include at least two placeholders in square brackets, such as [name].",
+            "Use placeholders like [address] and [date].",
+            "Leave blanks as [placeholder] fields, at least two."),
+           ("Add two or more bracketed placeholders, for example [city].",),
+           lambda r, _: len(re.findall(r"\[[^\[\]\n]+\]", r)) >= 2, _slot_none,
+           lambda g, t, _: f"Dear [name], {filler(g, t, 1)} See you on [date].",
+           lambda g, t, _: g.choice([f"Dear friend, {filler(g, t, 1)}",
+                                     f"Dear [name], {filler(g, t, 2)}"])),
 ]
+
+
+PRIOR_TURNS = [("Hi there!", "Hello! How can I help you today?"),
+               ("Can you help me with something?", "Of course. What do you need?"),
+               ("I have a question.", "Sure, go ahead."),
+               ("Good morning.", "Good morning! What would you like to know?")]
 
 
 def prompt_for(rng: random.Random, topic: str) -> str:
     return rng.choice(["Tell me about {t}.", "What is special about {t}?",
-                       "Write a few lines on {t}.", "Explain {t} briefly."]).format(t=topic)
+                       "Write a few lines on {t}.", "Explain {t} briefly.",
+                       "Describe {t} for a beginner.", "Why do people like {t}?",
+                       "Give me some facts about {t}.", "Say something nice about {t}."]
+                      ).format(t=topic)
+
+
+def opening(rng: random.Random) -> list[dict[str, str]]:
+    """One conversation in four opens with an earlier exchange, as real chats often do."""
+    if rng.random() >= 0.25:
+        return []
+    user, assistant = rng.choice(PRIOR_TURNS)
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
 
 
 def example(rng: random.Random, family: Family, held: bool, want: bool) -> dict[str, Any]:
@@ -211,41 +360,52 @@ def example(rng: random.Random, family: Family, held: bool, want: bool) -> dict[
     requirement = rng.choice(family.held_out if held else family.train).format(slot=slot)
     answer = (family.good if want else family.bad)(rng, topic, slot)
     label = family.rule(answer, slot)  # computed, never assumed from `want`
-    return {"messages": [{"role": "user", "content": f"{prompt_for(rng, topic)} {requirement}"},
+    return {"messages": [*opening(rng),
+                         {"role": "user", "content": f"{prompt_for(rng, topic)} {requirement}"},
                          {"role": "assistant", "content": answer}],
             "requirement": requirement, "label": label, "family": family.name,
             "slot": slot, "source": "template"}
 
 
-def model_examples(rng: random.Random, n: int, held: bool, model: str) -> list[dict[str, Any]]:
-    """Answers the real model writes itself (greedy), labelled by the family rules."""
-    import asyncio
+def model_examples(rng: random.Random, n: int, held: bool, model: str,
+                   batch: int = 16) -> list[dict[str, Any]]:
+    """Answers the real model writes itself (greedy, batched), labelled by the family rules.
 
-    from mellea_local.backends.huggingface import LocalHFBackend
-    from mellea_local.core.context import ChatContext
-    from mellea_local.messages import Message
-    from mellea_local.options import ModelOption
+    The prompt is the model's own chat template over the user turn, as ``chat`` renders it;
+    a batch of left-padded prompts decodes together, which on a CPU costs about what one does.
+    """
+    import torch
 
-    backend = LocalHFBackend(model, device="cpu")
-    out = []
+    from mellea_local.backends.loading import load_pretrained, resolve_model_source
+
+    model_obj, tokenizer = load_pretrained(resolve_model_source(model), device="cpu",
+                                           dtype=torch.float32)
+    tokenizer.padding_side = "left"
+    asks = []
     for i in range(n):
         family = FAMILIES[i % len(FAMILIES)]
         topic = rng.choice(TOPICS_EVAL if held else TOPICS_TRAIN)
         slot = family.slot(rng, held)
         requirement = rng.choice(family.held_out if held else family.train).format(slot=slot)
-        user = f"{prompt_for(rng, topic)} {requirement}"
-
-        async def ask(text: str) -> str:
-            thunk, _ = await backend.generate_from_context(
-                Message("user", text), ChatContext(),
-                model_options={ModelOption.MAX_NEW_TOKENS: 48})
-            return await thunk.avalue()
-
-        answer = asyncio.run(ask(user)).strip()
-        out.append({"messages": [{"role": "user", "content": user},
-                                 {"role": "assistant", "content": answer}],
-                    "requirement": requirement, "label": family.rule(answer, slot),
-                    "family": family.name, "slot": slot, "source": model})
+        asks.append((family, slot, requirement, f"{prompt_for(rng, topic)} {requirement}"))
+    out = []
+    for start in range(0, n, batch):
+        chunk = asks[start:start + batch]
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": user}],
+                                               tokenize=False, add_generation_prompt=True)
+                 for *_, user in chunk]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            ids = model_obj.generate(**enc, max_new_tokens=64, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id)
+        for (family, slot, requirement, user), row in zip(chunk, ids, strict=True):
+            answer = tokenizer.decode(row[enc["input_ids"].shape[1]:],
+                                      skip_special_tokens=True).strip()
+            out.append({"messages": [{"role": "user", "content": user},
+                                     {"role": "assistant", "content": answer}],
+                        "requirement": requirement, "label": family.rule(answer, slot),
+                        "family": family.name, "slot": slot, "source": model})
+        print(f"  {model}: {len(out)}/{n} answers written", flush=True)
     return out
 
 
@@ -271,8 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/checks"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=560, help="training lines")
-    parser.add_argument("--eval", type=int, default=280, help="held-out lines")
+    parser.add_argument("--train", type=int, default=720, help="template training lines")
+    parser.add_argument("--eval", type=int, default=440, help="template held-out lines")
     parser.add_argument("--model", default=None, help="also let this model write answers")
     parser.add_argument("--generate", type=int, default=0,
                         help="model-written lines added to each split (with --model)")

@@ -45,7 +45,8 @@ def train_command(
     max_steps: Annotated[int | None, typer.Option(
         "--max-steps", min=1, help="Stop after this many optimizer steps.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 8,
-    lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 2e-4,
+    lr: Annotated[float, typer.Option(
+        help="Peak learning rate (linear warm-up, then decay to a tenth).")] = 1e-3,
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 32,
     alpha: Annotated[int, typer.Option(min=1, help="LoRA alpha.")] = 32,
     validation: Annotated[float, typer.Option(

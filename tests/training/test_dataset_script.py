@@ -69,3 +69,28 @@ def test_the_rules_judge_hand_written_answers(script):
     assert not rule["avoids"]("A Lantern glows.", "lantern")
     assert not rule["english"]("Bonjour, friend.", None) and rule["english"]("Hello.", None)
     assert rule["refusal"]("I can't do that.", None) and not rule["refusal"]("Sure.", None)
+
+
+def test_the_format_rules_of_the_instruction_following_families(script):
+    rule = {f.name: f.rule for f in script.FAMILIES}
+    assert rule["starts"]("Sure, here it is.", "Sure") and not rule["starts"]("Here. Sure.", "Sure")
+    assert rule["ends"]("Done. Enjoy your day.", "Enjoy your day.")
+    assert not rule["ends"]("Enjoy your day. Done.", "Enjoy your day.")
+    assert rule["postscript"]("Hi.\n\nP.S. Bye.", None) and not rule["postscript"]("PS bye", None)
+    assert rule["title"]("<<Tea>>\nHot.", None) and not rule["title"]("<Tea>\nHot.", None)
+    assert rule["quotes"]('"All of it."', None) and not rule["quotes"]("'All of it.'", None)
+    assert rule["commas"]("No commas here.", None) and not rule["commas"]("One, two.", None)
+    assert rule["placeholders"]("At [place] on [date].", None)
+    assert not rule["placeholders"]("At [place] today.", None)
+    assert rule["uppercase"]("LOUD 42.", None) and not rule["uppercase"]("42.", None)
+
+
+def test_every_family_keeps_its_phrasings_and_slots_apart(script):
+    for family in script.FAMILIES:
+        assert family.train and family.held_out, family.name
+        assert not set(family.train) & set(family.held_out), family.name
+    for train, held in ((script.WORDS_TRAIN, script.WORDS_EVAL),
+                        (script.TOPICS_TRAIN, script.TOPICS_EVAL),
+                        (script.OPENERS_TRAIN, script.OPENERS_EVAL),
+                        (script.CLOSERS_TRAIN, script.CLOSERS_EVAL)):
+        assert not set(train) & set(held)

@@ -145,4 +145,6 @@ def test_gradient_checkpointing_trains_the_same_weights(check_jsonl, tmp_path):
                                 gradient_checkpointing=True))
     a = load_file(str(plain.path / "adapter_model.safetensors"))
     b = load_file(str(ckpt.path / "adapter_model.safetensors"))
-    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    # The plain run takes the aLoRA's split forward, the checkpointed one the whole sequence:
+    # the same sums in another order (1.5e-6 measured on weights up to 0.07).
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
