@@ -58,6 +58,9 @@ def train_command(
     gradient_checkpointing: Annotated[bool, typer.Option(
         "--gradient-checkpointing", help="Trade compute for memory.")] = False,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1)] = 25,
+    init_from: Annotated[Path | None, typer.Option(
+        "--init-from", help="Start from this trained adapter folder's weights (same --kind, "
+        "--rank, --alpha): more epochs or more data without starting over.")] = None,
     threads: Annotated[int | None, typer.Option(
         min=1, help="torch CPU threads (1 is steadiest on a shared machine).")] = None,
     restart: Annotated[bool, typer.Option(
@@ -92,7 +95,8 @@ def train_command(
             max_steps=max_steps, batch_size=batch_size, lr=lr, rank=rank, alpha=alpha,
             validation=validation, seed=seed, max_length=max_length,
             gradient_checkpointing=gradient_checkpointing, checkpoint_every=checkpoint_every,
-            device=device, dtype=dtype, threads=threads)
+            init_from=str(init_from) if init_from else None, device=device, dtype=dtype,
+            threads=threads)
         console = Console(stderr=True, soft_wrap=True)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn(),

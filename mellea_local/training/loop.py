@@ -63,6 +63,7 @@ class TrainConfig:
     max_length: int = 1024
     gradient_checkpointing: bool = False
     checkpoint_every: int = 25
+    init_from: str | None = None  # a trained adapter folder of the same kind, rank, modules
     device: str | None = field(default=None, metadata={"key": False})
     dtype: str | None = None
     threads: int | None = field(default=None, metadata={"key": False})
@@ -79,6 +80,12 @@ class TrainConfig:
             raise TrainingError(f"max_steps={self.max_steps!r} must be >= 1 (or None).")
         if not (isinstance(self.lr, float | int) and 0 < self.lr < 1):
             raise TrainingError(f"lr={self.lr!r} must be a learning rate in (0, 1).")
+        if self.init_from is not None and not all(
+                (Path(self.init_from) / name).is_file()
+                for name in ("adapter_config.json", "adapter_model.safetensors")):
+            raise TrainingError(
+                f"--init-from {self.init_from!r}: not an adapter folder (it needs "
+                "adapter_config.json and adapter_model.safetensors).")
 
 
 @dataclass
@@ -95,6 +102,9 @@ def _run_key(cfg: TrainConfig, data_sha: str, total: int) -> str:
              if k not in ("device", "threads", "out_root", "data", "model")}
     keyed.update(data_sha256=data_sha, total_steps=total, model=os.path.basename(
         os.path.normpath(cfg.model)))
+    if cfg.init_from:  # the weights started from, not the folder's name
+        weights = Path(cfg.init_from) / "adapter_model.safetensors"
+        keyed["init_from"] = hashlib.sha256(weights.read_bytes()).hexdigest()
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -317,6 +327,8 @@ def train_adapter(
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
+    if cfg.init_from:
+        start_from(model, Path(cfg.init_from), peft_config)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     state = load_checkpoint(ckpt, model, optimizer, key) or {
@@ -367,6 +379,32 @@ def train_adapter(
     _write_adapter(model, out, base, report, io_path)
     shutil.rmtree(ckpt, ignore_errors=True)
     return TrainingResult(out, report)
+
+
+def start_from(model: Any, folder: Path, peft_config: Any) -> None:
+    """Load a trained adapter's weights into the fresh one (``--init-from``): more epochs or
+    more data without starting over. Its kind, rank, alpha, target modules and invocation
+    must be this run's, or the weights would mean something else; each mismatch is named."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    config_path, weights = folder / "adapter_config.json", folder / "adapter_model.safetensors"
+    theirs = json.loads(config_path.read_text(encoding="utf-8"))
+    ours = {"r": peft_config.r, "lora_alpha": peft_config.lora_alpha,
+            "target_modules": sorted(peft_config.target_modules),
+            "alora_invocation_tokens": peft_config.alora_invocation_tokens}
+    got = {"r": theirs.get("r"), "lora_alpha": theirs.get("lora_alpha"),
+           "target_modules": sorted(theirs.get("target_modules") or []),
+           "alora_invocation_tokens": theirs.get("alora_invocation_tokens")}
+    differ = [f"{k} {got[k]!r} (this run: {ours[k]!r})" for k in ours if got[k] != ours[k]]
+    if differ:
+        raise TrainingError(f"--init-from {str(folder)!r} was trained with other settings: "
+                            + "; ".join(differ) + ". Pass the same --kind, --rank, --alpha.")
+    result = set_peft_model_state_dict(model, load_file(str(weights)))
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if missing:
+        raise TrainingError(f"--init-from {str(folder)!r} lacks {len(missing)} adapter "
+                            f"tensors (e.g. {missing[0]}); it is not this model's adapter.")
 
 
 def _write_adapter(model: Any, out: Path, base: str, report: dict[str, Any],

@@ -1,7 +1,8 @@
 """The first hour on SmolLM2-135M-Instruct: ``demo``, ``chat``, ``react`` and ``check`` with
 ``--model smollm2-135m --threads 1``, each once through the real command line (typer's
-CliRunner), as a new user would try them. ``real_model``: deselected with a one-line hint
-when the model is not in the cache."""
+CliRunner), as a new user would try them: with the requirement-check aLoRA this repository
+ships for it, and (libraries emptied) as a user of a model without one sees them.
+``real_model``: deselected with a one-line hint when the model is not in the cache."""
 
 from __future__ import annotations
 
@@ -30,7 +31,33 @@ def test_chat_answers_and_quits():
     assert "Paris" in result.output.split("assistant>", 1)[1]
 
 
-def test_check_stops_with_the_missing_adapter_line(tmp_path):
+@pytest.fixture
+def no_libraries(tmp_path, monkeypatch):
+    """Adapter libraries with nothing in them: a model no adapter was trained for."""
+    import mellea_local.adapters.library as library
+
+    monkeypatch.setattr(library, "_REPO_LIBRARY", tmp_path / "empty-repo-library")
+    monkeypatch.setattr(library, "_BUNDLED_LIBRARY", tmp_path / "empty-bundled-library")
+
+
+def test_check_scores_with_the_shipped_alora(tmp_path):
+    data = tmp_path / "data.jsonl"
+    answer = {"messages": [{"role": "user", "content": "Tell me about tea. Reply in ALL CAPS."},
+                           {"role": "assistant", "content": "TEA IS A HOT DRINK."}]}
+    lines = [{**answer, "requirement": "Every letter must be uppercase.", "label": True},
+             {**answer, "requirement": "Include at least one number.", "label": False}]
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["check", str(data), "-o", str(out), *MODEL])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2
+    scores = [r["scores"][0] for r in records]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert scores[0] > scores[1]  # the caps answer meets the caps rule, not the number rule
+
+
+def test_check_stops_with_the_missing_adapter_line(tmp_path, no_libraries):
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "Capital of France?"},
                                              {"role": "assistant", "content": "Paris."}],
@@ -53,7 +80,16 @@ def test_react_stops_before_a_step_on_a_template_without_tools():
     assert "step 1" not in result.output and "Traceback" not in result.output
 
 
-def test_demo_runs_with_a_labelled_judge():
+def test_demo_checks_with_the_shipped_alora():
+    result = runner.invoke(app, ["demo", *MODEL])
+    assert result.exit_code == 0, result.output
+    text = _flat(result.output)
+    assert "requirement-check" in text and "JUDGE" not in text
+    assert "Paris" in text.split("assistant", 1)[1]
+    assert "done in" in text
+
+
+def test_demo_runs_with_a_labelled_judge(no_libraries):
     result = runner.invoke(app, ["demo", *MODEL])
     assert result.exit_code == 0, result.output
     text = _flat(result.output)

@@ -148,3 +148,26 @@ def test_gradient_checkpointing_trains_the_same_weights(check_jsonl, tmp_path):
     # The plain run takes the aLoRA's split forward, the checkpointed one the whole sequence:
     # the same sums in another order (1.5e-6 measured on weights up to 0.07).
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_init_from_starts_where_a_trained_adapter_ended(check_jsonl, tmp_path):
+    first = train_adapter(config(check_jsonl, tmp_path / "first", max_steps=2))
+    # one more step at a vanishing rate: the weights are the first run's, not a fresh init
+    more = train_adapter(config(check_jsonl, tmp_path / "more", max_steps=1, lr=1e-12,
+                                init_from=str(first.path)))
+    fresh = train_adapter(config(check_jsonl, tmp_path / "fresh", max_steps=1, lr=1e-12))
+    a = load_file(str(first.path / "adapter_model.safetensors"))
+    b = load_file(str(more.path / "adapter_model.safetensors"))
+    c = load_file(str(fresh.path / "adapter_model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not all(torch.allclose(a[k], c[k], atol=1e-3) for k in a)
+    assert more.report["hyperparameters"]["init_from"] == str(first.path)
+
+
+def test_init_from_of_other_settings_or_no_adapter_is_refused(check_jsonl, tmp_path):
+    first = train_adapter(config(check_jsonl, tmp_path / "first", max_steps=1))
+    with pytest.raises(TrainingError, match=r"r 4 \(this run: 8\)"):
+        train_adapter(config(check_jsonl, tmp_path / "b", max_steps=1, rank=8,
+                             init_from=str(first.path)))
+    with pytest.raises(TrainingError, match="not an adapter folder"):
+        train_adapter(config(check_jsonl, tmp_path / "c", init_from=str(tmp_path)))
