@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import needs_server
 from safetensors import safe_open
 
 from mellea_local.adapters import read_adapter_folder
@@ -174,7 +173,7 @@ def test_the_command_takes_a_base_gguf(tiny_gguf, tmp_path):
     assert f"wrote {tmp_path / 'out' / 'base-mellea-tiny-chat.gguf'}" in result.output
 
 
-@needs_server
+@pytest.mark.llama_server
 async def test_a_served_base_gguf_scores_as_peft(tiny_gguf, hf, tmp_path):
     """The copied GGUF (written as llama.cpp's converter lays one out) serves the exported
     adapters exactly: the same score as PEFT within the f32 tolerance."""
