@@ -107,10 +107,10 @@ def exports(library, tmp_path_factory):
     return out
 
 
-def _launch(folder):
+def _launch(folder, **kwargs):
     from mellea_local.backends.llama_server import LlamaServerBackend
 
-    return LlamaServerBackend.launch(folder, threads=1, slots=2, ctx=4096)
+    return LlamaServerBackend.launch(folder, threads=1, slots=2, ctx=4096, **kwargs)
 
 
 async def _scores(llama, examples):
@@ -157,6 +157,16 @@ async def test_f32_form_scores_generates_and_reuses_as_peft(hf, checks, exports)
         await _check_after_generation_prefills_only_what_the_slot_lacks(llama)
         for prompt in GREEDY_PROMPTS:
             assert await _greedy(llama, prompt) == await _greedy(hf, prompt), prompt
+
+
+async def test_a_whole_vocabulary_read_is_exact_on_49k_tokens(checks, exports):
+    """With ``n_probs=1`` the top token never decides a check, so the client asks for all
+    49,152 probabilities (the long-conversation path, ``probabilities``): still exact."""
+    examples, ref = checks
+    with _launch(exports / "f32", n_probs=1) as llama:
+        [mine] = await _scores(llama, examples[:1])
+        assert llama.full_reads == 1
+    assert abs(mine - ref[0]) <= F32_TOLERANCE, (mine, ref[0])
 
 
 async def test_q4_1_form_stays_within_its_tolerance_and_verdicts(hf, checks, exports):
