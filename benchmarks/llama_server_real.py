@@ -16,8 +16,9 @@ to 8 bits (Q8_1 blocks of 32) and multiplies in integers. For each form, against
 2. **suffix-only prefill**: a check right after a generation on the same conversation: the
    tokens the server reports it evaluated (``timings.prompt_n``, our ``last_call`` counts) vs
    the check's suffix length;
-3. **whole-vocabulary reads**: the f32 form again with ``n_probs=1``, so every check asks
-   for all 49,152 probabilities (the path long conversations take: ``probabilities``);
+3. **widened reads**: the f32 form again with ``n_probs=1``, so no check is decided by the
+   first reply and each asks for a wider top (4,096, then all 49,152 probabilities if that
+   does not decide either: the path long conversations take, ``probabilities.read_sizes``);
 4. **greedy text**: ``--gen-tokens`` new tokens for a handful of prompts: the first token where
    the two differ, and there LocalHFBackend's logit gap between its own pick and the server's
    (a near-tie explains a divergence; a wide gap would be a bug).
@@ -227,12 +228,12 @@ async def measure(args: argparse.Namespace, forms: dict[str, Path], lib: Path) -
                          "suffix_prefill": await suffix_prefill(llama),
                          "greedy": await greedy(hf, llama, args.gen_tokens)}
         print(json.dumps({form: out[form]["scores"]}, indent=1), file=sys.stderr)
-    # the whole-vocabulary read (``probabilities``), forced: top-1 never decides a check
+    # a widened read (``probabilities.read_sizes``), forced: top-1 never decides a check
     with LlamaServerBackend.launch(forms["f32"], threads=args.threads, slots=2, ctx=4096,
                                    n_probs=1) as llama:
         t = time.perf_counter()
         mine = await llama_scores(llama, every[:3])
-        out["full_vocabulary_read"] = {
+        out["widened_read"] = {
             "form": "f32", "n_probs": 1, "checks": 3, "full_reads": llama.full_reads,
             "max_abs_diff": max(abs(a - b) for a, b in zip(mine, ref, strict=False)),
             "seconds_per_check": (time.perf_counter() - t) / 3}
