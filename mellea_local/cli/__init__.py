@@ -399,15 +399,19 @@ def bench(
 @app.command("export-gguf")
 def export_gguf_command(
     model: Annotated[str, typer.Argument(
-        help="A local Hugging Face Llama folder (safetensors), or 'embedded'.")],
+        help="A local Hugging Face Llama folder (safetensors), a registered model name "
+             "(smollm2-135m), or 'embedded'.")],
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the GGUF files into.")],
+    base_gguf: Annotated[Path | None, typer.Option(
+        "--base-gguf", help="Serve this GGUF of MODEL (e.g. the quantized file it was "
+        "converted from) as the base instead of writing an f32 one.")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Write MODEL and its library adapters as GGUF for llama-server (LlamaServerBackend).
 
-    OUT_DIR gets the f32 base, one LoRA GGUF per adapter in the libraries for that base
-    (aLoRAs with adapter.alora.invocation_tokens), the tokenizer and manifest.json; then
-    LlamaServerBackend.launch(OUT_DIR) serves it.
+    OUT_DIR gets the f32 base (or a copy of --base-gguf), one LoRA GGUF per adapter in the
+    libraries for that base (aLoRAs with adapter.alora.invocation_tokens), the tokenizer and
+    manifest.json; then LlamaServerBackend.launch(OUT_DIR) serves it.
     """
 
     def work() -> None:
@@ -416,7 +420,7 @@ def export_gguf_command(
         require_extra("export-gguf", "llamacpp")
         from mellea_local.backends.llama_server.gguf_export import export_gguf
 
-        manifest = export_gguf(model, out_dir)
+        manifest = export_gguf(model, out_dir, base_gguf=base_gguf)
         typer.echo(f"wrote {out_dir / manifest['base']}")
         for entry in manifest["adapters"]:
             typer.echo(f"wrote {out_dir / entry['file']} ({entry['intrinsic']}, {entry['kind']})")

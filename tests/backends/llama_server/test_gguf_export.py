@@ -103,3 +103,88 @@ def test_one_token_invocation_and_rslora_are_refused(gguf_dir, tmp_path):
 def test_missing_model_folder_is_a_typed_error(tmp_path):
     with pytest.raises(GGUFExportError, match="'embedded'"):
         export_gguf(tmp_path / "nothing", tmp_path / "out")
+
+
+def _header_gguf(path, fields, tokens):
+    """A GGUF holding only metadata (no tensors): enough for ``check_base_gguf`` to read."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), fields.pop("general.architecture", "llama"))
+    for key, value in fields.items():
+        w.add_uint32(key, value)
+    w.add_token_list(tokens)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _embedded_shape():
+    from mellea_local.embedded import trained_weights_dir
+
+    config = json.loads((trained_weights_dir() / "config.json").read_text())
+    return {"llama.block_count": config["num_hidden_layers"],
+            "llama.embedding_length": config["hidden_size"],
+            "llama.feed_forward_length": config["intermediate_size"],
+            "llama.attention.head_count": config["num_attention_heads"],
+            "llama.attention.head_count_kv": config["num_key_value_heads"],
+            "llama.rope.dimension_count": config["hidden_size"] // config["num_attention_heads"]}
+
+
+def test_a_base_gguf_is_copied_in_place_of_the_f32_base(tiny_gguf, tmp_path):
+    manifest = export_gguf("embedded", tmp_path / "out", base_gguf=tiny_gguf)
+    assert manifest["base"] == "base-mellea-tiny-chat.gguf"
+    folder = read_gguf_folder(tmp_path / "out")
+    assert folder.base.read_bytes() == tiny_gguf.read_bytes()
+    assert not (tmp_path / "out" / "base-f32.gguf").exists()
+    assert {(a["intrinsic"], a["kind"]) for a in manifest["adapters"]} == {
+        ("requirement-check", "alora"), ("requirement-check", "lora")}
+
+
+def test_a_base_gguf_of_another_model_is_refused_naming_the_mismatch(tiny_gguf, tmp_path):
+    tokens = [t for t in _reader(tiny_gguf).fields["tokenizer.ggml.tokens"].contents()]
+    shape = _embedded_shape()
+    deeper = _header_gguf(tmp_path / "deeper.gguf",
+                          {**shape, "llama.block_count": shape["llama.block_count"] + 1}, tokens)
+    with pytest.raises(GGUFExportError, match="block_count"):
+        export_gguf("embedded", tmp_path / "a", base_gguf=deeper)
+    swapped = _header_gguf(tmp_path / "swapped.gguf", dict(shape),
+                           [*tokens[:40], tokens[41], tokens[40], *tokens[42:]])
+    with pytest.raises(GGUFExportError, match="differing from id 40"):
+        export_gguf("embedded", tmp_path / "b", base_gguf=swapped)
+    (tmp_path / "not.gguf").write_bytes(b"not a gguf at all")
+    with pytest.raises(GGUFExportError, match="cannot be read as GGUF"):
+        export_gguf("embedded", tmp_path / "c", base_gguf=tmp_path / "not.gguf")
+    with pytest.raises(GGUFExportError, match="is not a file"):
+        export_gguf("embedded", tmp_path / "d", base_gguf=tmp_path / "absent.gguf")
+    with pytest.raises(GGUFExportError, match="base_gguf=5"):
+        export_gguf("embedded", tmp_path / "e", base_gguf=5)
+
+
+def test_the_command_takes_a_base_gguf(tiny_gguf, tmp_path):
+    from typer.testing import CliRunner
+
+    from mellea_local.cli import app
+
+    result = CliRunner().invoke(app, ["export-gguf", "embedded", str(tmp_path / "out"),
+                                      "--base-gguf", str(tiny_gguf)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {tmp_path / 'out' / 'base-mellea-tiny-chat.gguf'}" in result.output
+
+
+@pytest.mark.llama_server
+async def test_a_served_base_gguf_scores_as_peft(tiny_gguf, hf, tmp_path):
+    """The copied GGUF (written as llama.cpp's converter lays one out) serves the exported
+    adapters exactly: the same score as PEFT within the f32 tolerance."""
+    from mellea_local.backends.llama_server import LlamaServerBackend
+    from mellea_local.core.context import ChatContext
+    from mellea_local.intrinsics import arequirement_check
+    from mellea_local.messages import Message
+
+    export_gguf("embedded", tmp_path / "out", base_gguf=tiny_gguf)
+    ctx = ChatContext().add(Message("user", "Name a colour.")).add(Message("assistant", "Blue."))
+    with LlamaServerBackend.launch(tmp_path / "out", threads=1, slots=1, ctx=1024) as llama:
+        mine = await arequirement_check(ctx, llama, "The answer is one word.")
+    ref = await arequirement_check(ctx, hf, "The answer is one word.")
+    assert abs(mine - ref) <= 2e-3, (mine, ref)

@@ -132,3 +132,14 @@ def test_missing_mass_is_bounded_by_the_smallest_entry_and_the_rest():
     wanted_present[[0, 1]] = True
     assert decided(_reply({0: 0.4, 1: 0.1}), wanted_present, complete=False)
     assert TOLERANCE <= 1e-3
+
+
+def test_reads_widen_to_4096_before_the_whole_vocabulary():
+    """A 49k vocabulary's whole reply is ~10 MB of JSON: a top-4,096 one is asked first."""
+    from mellea_local.backends.llama_server.probabilities import read_sizes
+
+    assert read_sizes(256, 49_152) == (256, 4096, 49_152)
+    assert read_sizes(256, 4096) == (256, 4096)  # the embedded model: as before
+    assert read_sizes(8000, 49_152) == (8000, 49_152)
+    assert read_sizes(1, 100) == (1, 100)
+    assert read_sizes(100, 100) == (100,)
