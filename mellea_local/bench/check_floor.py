@@ -38,6 +38,14 @@ TARGET = 1.15
 """``ours / floor`` at every length and thread count (issue 23)."""
 
 
+def open_adapter_bench(backend: Any, alora_dir: Path) -> CheckBench:
+    """A ``CheckBench`` over a trained aLoRA folder on ``backend`` (a real model's own adapter
+    instead of a random one; only ``alora`` is set, the floor needs no LoRA)."""
+    alora = backend.add_adapter(Path(alora_dir), name="bench_alora",
+                                intrinsic="requirement-check")
+    return CheckBench(backend, alora, None, backend.base_parameter_count)
+
+
 def bare_peft_model(build: Callable[[], Any], alora_dir: Path) -> Any:
     """A model of its own with the aLoRA applied by PEFT alone (nothing of this package)."""
     from peft import PeftModel
@@ -52,7 +60,10 @@ def measure_check_floor(
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Median ms of ``ours`` and the bare floor per context length; the JSON of the script."""
+    from mellea_local.threads import load_average
+
     rows = []
+    load_start = load_average()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bare-peft") as worker:
         for length in lengths:
             row = _measure_length(bench, floor_model, length, repeats, worker)
@@ -62,6 +73,7 @@ def measure_check_floor(
     info = machine_info()
     return {"benchmark": "check_floor", "params": bench.params, "repeats": repeats,
             "torch_threads": info["torch_threads"], "machine": info["machine"],
+            "load_average": {"start": load_start, "end": info["load_average"]},
             "target": TARGET, "rows": rows,
             "met": all(r["ours_over_floor"] <= TARGET for r in rows)}
 
