@@ -134,6 +134,9 @@ def _measure_length(bench: CheckBench, floor_model: Any, length: int, repeats: i
     reset()
     diff = float((ours_logp - floor_logp).abs().max())
     samples: dict[str, list[float]] = {"ours": [], "floor": []}
+    # Process CPU time per call (every thread; both sides' hand-offs included): a cross-check
+    # that the neighbours' load bends less than wall time when the cores are shared.
+    cpu: dict[str, list[float]] = {"ours": [], "floor": []}
 
     def timed_ours() -> float:
         sync_device()
@@ -146,22 +149,28 @@ def _measure_length(bench: CheckBench, floor_model: Any, length: int, repeats: i
     for k in range(repeats):
         # ABBA order: neither side always runs right after the other.
         for name in ("ours", "floor") if k % 2 == 0 else ("floor", "ours"):
+            c0 = time.process_time()
             samples[name].append(modes[name]())
+            cpu[name].append(time.process_time() - c0)
             reset()
     med = {k: 1000 * statistics.median(v) for k, v in samples.items()}
     # Each round's own ratio, its median: a cross-check less moved by drift on a shared box.
     pair = statistics.median(o / f for o, f in zip(samples["ours"], samples["floor"],
                                                    strict=True))
+    cpu_med = {k: 1000 * statistics.median(v) for k, v in cpu.items()}
     return {"requested_tokens": length, "context_tokens": prompt.shared,
             "suffix_tokens": len(suffix),
             "median_ms": med, "ours_over_floor": med["ours"] / med["floor"],
-            "median_pair_ratio": pair, "max_abs_logprob_diff": diff}
+            "median_pair_ratio": pair, "median_cpu_ms": cpu_med,
+            "cpu_ours_over_floor": cpu_med["ours"] / cpu_med["floor"],
+            "max_abs_logprob_diff": diff}
 
 
 def format_row(row: dict[str, Any]) -> str:
     m = row["median_ms"]
     return (f"{row['context_tokens']:6d} ctx + {row['suffix_tokens']:3d} suffix | ours "
             f"{m['ours']:7.2f} ms, bare PEFT {m['floor']:7.2f} ms -> "
-            f"{row['ours_over_floor']:.3f}x (median pair {row['median_pair_ratio']:.3f}x, "
+            f"{row['ours_over_floor']:.3f}x (median pair {row['median_pair_ratio']:.3f}x, CPU "
+            f"time {row['cpu_ours_over_floor']:.3f}x, "
             f"logprob diff {row['max_abs_logprob_diff']:.1e})")
 
