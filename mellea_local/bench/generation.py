@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mellea_local.bench.subjects import param_count
+from mellea_local.bench.subjects import fit_conversation, param_count
 from mellea_local.bench.timing import Tick, machine_info
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import BenchmarkError
@@ -38,19 +38,27 @@ def dtype_label(model: Any) -> str:
 @torch.no_grad()
 def measure_generation(
     model: Any, tokenizer: Any, *, new_tokens: int = 256, repeats: int = 7,
-    tick: Tick | None = None,
+    tick: Tick | None = None, context_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Median seconds of ours and bare for ``new_tokens`` tokens; the JSON of ``generate.py``.
 
-    ``tick`` is called after each of the ``repeats`` rounds.
+    ``tick`` is called after each of the ``repeats`` rounds. ``context_tokens``: the question
+    follows a conversation fitted to that many prompt tokens (rendered by the tokenizer's own
+    chat template), instead of coming alone (``None`` or 0).
     """
     from mellea_local.backends.hf import LocalHFBackend
+    from mellea_local.threads import load_average
 
     backend = LocalHFBackend.from_loaded(model, tokenizer, model_id="bench", kv_cache_tokens=0)
-    ctx = ChatContext().add(Message("system", "Answer briefly."))
     action = Message("user", "Tell me about the city of paris and its river.")
     n = new_tokens
     opts: dict[str, Any] = {ModelOption.MAX_NEW_TOKENS: n, "min_new_tokens": n}
+    if not context_tokens:
+        ctx = ChatContext().add(Message("system", "Answer briefly."))
+    else:
+        ctx, _ = fit_conversation(
+            lambda c: len(backend.render(action, c, model_options=opts)[0]), context_tokens,
+            seed=7)
     ids, _, _ = backend.render(action, ctx, model_options=opts)
     prompt = torch.tensor([ids], device=model.device)
     loop = asyncio.new_event_loop()
@@ -73,6 +81,7 @@ def measure_generation(
         # main thread (much slower when the cores are shared), which is not our overhead.
         return loop.run_until_complete(asyncio.to_thread(bare_generate))
 
+    load_start = load_average()
     try:
         ours(), bare()  # warm-up
         times: dict[str, list[float]] = {"ours": [], "bare": []}
@@ -101,12 +110,14 @@ def measure_generation(
         "benchmark": "generate",
         "params": param_count(model),
         "prompt_tokens": len(ids),
+        "context_tokens_requested": context_tokens,
         "new_tokens": n,
         "device": device_label(model),
         "dtype": dtype_label(model),
         "repeats": repeats,
         "torch_threads": info["torch_threads"],
         "machine": info["machine"],
+        "load_average": {"start": load_start, "end": info["load_average"]},
         "median_s": med,
         "tokens_per_s": {k: n / v for k, v in med.items()},
         "overhead_pct": 100 * (med["ours"] / med["bare"] - 1),

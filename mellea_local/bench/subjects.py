@@ -146,3 +146,24 @@ def fit_conversation(
 def param_count(model: Any) -> int:
     """Parameters of ``model`` (its adapters included once PEFT has patched it in)."""
     return sum(p.numel() for p in model.parameters())
+
+
+def real_model_folder(model: str) -> str:
+    """Where ``--model`` loads from: a registered name (``smollm2-135m``) becomes its verified
+    cached folder, a ``.gguf`` its conversion; a folder or hub id is returned as is."""
+    from mellea_local.backends.loading import resolve_model_source
+
+    return resolve_model_source(model)
+
+
+def bare_pretrained(folder: str, *, dtype: torch.dtype = torch.float32,
+                    device: str | torch.device = "cpu") -> tuple[Any, Any]:
+    """``(model, tokenizer)`` loaded by transformers alone, as a user of plain transformers
+    would: the bare side of a comparison must owe nothing to this package."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(device).eval(), tokenizer
