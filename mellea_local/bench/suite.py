@@ -347,11 +347,9 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         results["environment"] = {**machine_info(), **threads.as_dict()}
         if "accuracy" in cfg.skipped:
             results["accuracy"] = {"skipped": "left out with --skip accuracy (or --only)."}
-        elif no_dataset is not None:
-            bars.print(f"accuracy skipped: {no_dataset}")
-            results["accuracy"] = {"skipped": no_dataset}
         else:
-            results["accuracy"] = _accuracy_section(cfg, items, dataset, bars, device)
+            results["accuracy"] = _accuracy_section(cfg, items, dataset, no_dataset, bars,
+                                                    device)
             _collect()
     results["seconds"] = time.perf_counter() - t0
     return SuiteRun(results, write_outputs(results, cfg.out_dir, name, err))
@@ -420,9 +418,11 @@ def _speed_sections(
 
 
 def _accuracy_section(
-    cfg: SuiteConfig, items: list[LabelledItem] | None, dataset: Path | None, bars: _Bars,
-    device: torch.device,
+    cfg: SuiteConfig, items: list[LabelledItem] | None, dataset: Path | None,
+    no_dataset: str | None, bars: _Bars, device: torch.device,
 ) -> dict[str, Any]:
+    """Adapter accuracy, and the judge beside it; a missing adapter is said before a missing
+    held-out dataset (the adapter is what there is to score)."""
     from mellea_local.bench.accuracy import evaluate_accuracy, synthetic_items
 
     if items is None:
@@ -436,7 +436,7 @@ def _accuracy_section(
         from mellea_local.bench.ray_accuracy import evaluate_accuracy_ray
 
         label = cfg.model or EMBEDDED
-        why = accuracy_unavailable(cfg.model)
+        why = accuracy_unavailable(cfg.model) or no_dataset
         if why is not None:
             bars.print(f"accuracy skipped: {why}")
             return {"skipped": why}
@@ -447,9 +447,10 @@ def _accuracy_section(
     else:
         backend, adapters, label = accuracy_backend(cfg.model, cfg.adapter,
                                                     device=str(device), dtype=cfg.dtype)
-        if backend is None:
-            bars.print(f"accuracy skipped: {label}")
-            return {"skipped": label}
+        why = label if backend is None else no_dataset
+        if why is not None:
+            bars.print(f"accuracy skipped: {why}")
+            return {"skipped": why}
         tick = bars.task("adapter accuracy", len(items) * len(adapters))
         acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
         if cfg.judge:
@@ -467,7 +468,8 @@ def _accuracy_section(
                    f"over {cell['overall']['n']} checks")
     for name, variants in acc.get("vs_judge", {}).items():
         bars.print(f"{name} vs judge: " + ", ".join(
-            f"{v['overall']:+.1f} points over {variant}" for variant, v in variants.items()))
+            f"{'-' if v['overall'] is None else format(v['overall'], '+.1f')} points over "
+            f"{variant}" for variant, v in variants.items()))
     return acc
 
 
