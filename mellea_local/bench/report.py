@@ -271,6 +271,15 @@ def _vs_judge_table(acc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _majority_note(acc: dict[str, Any]) -> str:
+    """What answering always yes, or always no, would score: the floor a row must clear."""
+    true, n = acc.get("labels_true"), acc["examples"]
+    if true is None or not n:
+        return ""
+    return (f" {true} of the {n} labels are true: always-yes scores {true / n:.3f}, always-no "
+            f"{1 - true / n:.3f}.")
+
+
 def _judge_note(acc: dict[str, Any]) -> list[str]:
     """How the judge rows were made and how the model answered (so a low row is read right)."""
     rows = acc["adapters"]
@@ -361,7 +370,8 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
         out.append(f"Skipped: {acc['skipped']}")
     else:
         out += [f"{acc['examples']} labelled checks from {acc['source']}; model "
-                f"{acc['model']}.", "", *_judge_note(acc), *_accuracy_table(acc)]
+                f"{acc['model']}.{_majority_note(acc)}", "", *_judge_note(acc),
+                *_accuracy_table(acc)]
         if acc.get("vs_judge"):
             out += ["", "Points above the base model as judge (adapter accuracy minus the "
                     "judge's):", "", *_vs_judge_table(acc)]

@@ -120,6 +120,10 @@ def test_judge_rows_and_points_are_tallied_from_the_verdicts(bench_backend):
                           "speed_model": "-", "params": 0, "device": "cpu", "dtype": "float32"},
                "environment": {"machine": "box", "torch": "2", "torch_threads": 1}}
     report = markdown(results, {})
+    true = sum(item.labels[0] for item in items)
+    assert acc["labels_true"] == true
+    assert f"{true} of the {len(items)} labels are true: always-yes scores " \
+        f"{true / len(items):.3f}" in report
     assert "| family | rc_alora (alora) | rc_lora (lora) | judge (greedy) | judge (probability) |" \
         in report
     assert "| rc_alora - judge (greedy) | rc_alora - judge (probability) |" in report
