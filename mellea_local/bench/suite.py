@@ -244,7 +244,7 @@ def accuracy_backend(
         adapters = [*adapters, backend.adapters[name]]
     if not adapters:
         try:
-            adapters = _library_adapters(backend)
+            adapters = library_adapters(backend)
         except AdapterError as exc:
             return None, [], (f"no trained requirement-check adapter for {label} ({exc}); "
                               "pass `--adapter` with one.")
@@ -254,14 +254,16 @@ def accuracy_backend(
     return backend, adapters, label
 
 
-def _library_adapters(backend: Any) -> list[Any]:
-    """Load every requirement-check adapter the libraries hold for the backend's base (the
-    aLoRA and the LoRA, as they ship side by side), so both are scored against the judge."""
+def library_adapters(backend: Any, roots: list[Path] | None = None) -> list[Any]:
+    """Load every requirement-check adapter the libraries (``roots``, default: the bundled
+    ones) hold for the backend's base: the aLoRA and the LoRA, as they ship side by side, so
+    both are scored against the judge."""
     from mellea_local.adapters import find_in_library
 
     loaded = []
     for kind in ("alora", "lora"):
-        found = find_in_library(REQUIREMENT_CHECK, backend.base_model_name, kinds=(kind,))
+        found = find_in_library(REQUIREMENT_CHECK, backend.base_model_name, roots=roots,
+                                kinds=(kind,))
         if found is not None:
             loaded.append(backend.add_adapter(found.path, name=f"{REQUIREMENT_CHECK}_{kind}"))
     return loaded

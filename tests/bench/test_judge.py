@@ -159,3 +159,16 @@ def test_the_recorded_command_names_the_accuracy_options():
                          "judge": True, "seed": 9000})
     assert line == "mellea-local bench --model smollm2-135m --only accuracy --limit 140"
     assert command_line({"judge": False}) == "mellea-local bench --no-judge"
+
+
+def test_a_model_without_held_adapters_scores_every_library_one(tiny_tokenizer, bench_library):
+    from mellea_local.backends.huggingface import LocalHFBackend
+    from mellea_local.embedded import build_model
+
+    backend = LocalHFBackend.from_loaded(build_model(tiny_tokenizer, seed=5), tiny_tokenizer,
+                                         model_id="tiny-bench")
+    assert suite.library_adapters(backend, roots=[bench_library / "absent"]) == []
+    loaded = suite.library_adapters(backend, roots=[bench_library])
+    assert [(a.name, a.kind.value) for a in loaded] == [
+        ("requirement-check_alora", "alora"), ("requirement-check_lora", "lora")]
+    assert sorted(backend.adapters) == ["requirement-check_alora", "requirement-check_lora"]
