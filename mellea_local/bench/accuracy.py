@@ -130,8 +130,10 @@ def _cell(correct: int, n: int) -> dict[str, Any]:
 
 
 def accuracy_frame(items: list[LabelledItem]) -> dict[str, Any]:
-    """The result's skeleton: example count and families; ``adapters`` filled per adapter."""
+    """The result's skeleton: example count, how many labels are true (what always-yes
+    scores, the floor any row is read against), families; ``adapters`` filled per adapter."""
     return {"examples": sum(len(item.requirements) for item in items),
+            "labels_true": sum(sum(item.labels) for item in items),
             "families": family_order(items), "adapters": {}}
 
 

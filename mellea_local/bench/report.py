@@ -75,6 +75,33 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             out.append(_target("scratch/ours", "needs >= 2048 context tokens", None,
                                ">= 5 at 2048, >= 10 at 4096", None))
     out += _conversation_targets(results.get("conversations"))
+    out += accuracy_targets(results.get("accuracy"))
+    return out
+
+
+ALORA_ACCURACY_MIN = 0.85
+ALORA_OVER_JUDGE_MIN_POINTS = 15.0
+
+
+def accuracy_targets(acc: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """An aLoRA's held-out accuracy and its lead over the base model as judge (its better
+    variant, so the adapter is measured against the judge's best), where a judge was run."""
+    if not acc or not acc.get("vs_judge"):
+        return []
+    out = []
+    for name, variants in acc["vs_judge"].items():
+        row = acc["adapters"][name]
+        if row["kind"] != "alora" or row["overall"]["accuracy"] is None:
+            continue
+        a = row["overall"]["accuracy"]
+        out.append(_target("aLoRA accuracy", name, a, f">= {ALORA_ACCURACY_MIN:g}",
+                           a >= ALORA_ACCURACY_MIN))
+        leads = [v["overall"] for v in variants.values() if v["overall"] is not None]
+        if leads:
+            lead = min(leads)
+            out.append(_target("aLoRA - best judge, points", name, lead,
+                               f">= {ALORA_OVER_JUDGE_MIN_POINTS:g}",
+                               lead >= ALORA_OVER_JUDGE_MIN_POINTS))
     return out
 
 
@@ -206,9 +233,13 @@ def _react_table(react: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _row_title(name: str, row: dict[str, Any]) -> str:
+    return name if row["kind"] == "judge" else f"{name} ({row['kind']})"
+
+
 def _accuracy_table(acc: dict[str, Any]) -> list[str]:
     names = list(acc["adapters"])
-    lines = ["| family | " + " | ".join(f"{n} ({acc['adapters'][n]['kind']})" for n in names)
+    lines = ["| family | " + " | ".join(_row_title(n, acc["adapters"][n]) for n in names)
              + " |", "|---" * (len(names) + 1) + "|"]
     for family in acc["families"]:
         cells = [acc["adapters"][n]["families"][family] for n in names]
@@ -218,6 +249,52 @@ def _accuracy_table(acc: dict[str, Any]) -> list[str]:
     lines.append("| **overall** | " + " | ".join(
         f"**{c['accuracy']:.3f}** ({c['correct']}/{c['n']})" for c in overall) + " |")
     return lines
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
+
+
+def _vs_judge_table(acc: dict[str, Any]) -> list[str]:
+    """Each adapter's accuracy minus each judge variant's, in points, per family and overall."""
+    pairs = [(name, variant) for name, variants in acc["vs_judge"].items()
+             for variant in variants]
+    if not pairs:
+        return []
+    lines = ["| family | " + " | ".join(f"{n} - judge ({v})" for n, v in pairs) + " |",
+             "|---" * (len(pairs) + 1) + "|"]
+    for family in acc["families"]:
+        lines.append(f"| {family} | " + " | ".join(
+            _points(acc["vs_judge"][n][v]["families"][family]) for n, v in pairs) + " |")
+    lines.append("| **overall** | " + " | ".join(
+        f"**{_points(acc['vs_judge'][n][v]['overall'])}**" for n, v in pairs) + " |")
+    return lines
+
+
+def _majority_note(acc: dict[str, Any]) -> str:
+    """What answering always yes, or always no, would score: the floor a row must clear."""
+    true, n = acc.get("labels_true"), acc["examples"]
+    if true is None or not n:
+        return ""
+    return (f" {true} of the {n} labels are true: always-yes scores {true / n:.3f}, always-no "
+            f"{1 - true / n:.3f}.")
+
+
+def _judge_note(acc: dict[str, Any]) -> list[str]:
+    """How the judge rows were made and how the model answered (so a low row is read right)."""
+    rows = acc["adapters"]
+    greedy, prob = rows.get("judge (greedy)"), rows.get("judge (probability)")
+    if greedy is None or prob is None:
+        return [acc["judge_note"], ""] if acc.get("judge_note") else []
+    return [
+        "The judge rows ask the same base model, no adapter active, the peer's LLM-as-a-judge "
+        "question (reply 'yes' or 'no') after the conversation. `judge (greedy)`: its greedy "
+        f"reply ({greedy['max_new_tokens']} tokens at most) read as the peer reads it (the "
+        f"word 'yes' anywhere); it said yes on {100 * greedy['said_yes']:.0f} % of the checks. "
+        "`judge (probability)`: P(yes) > P(no) over the first answer token's spellings; yes "
+        f"on {100 * prob['said_yes']:.0f} %, and the first token put "
+        f"{100 * prob['mean_answer_mass']:.0f} % of its mass on a yes/no spelling on average. "
+        "No threshold is fitted to these checks.", ""]
 
 
 def threads_text(info: dict[str, Any]) -> str:
@@ -293,7 +370,11 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
         out.append(f"Skipped: {acc['skipped']}")
     else:
         out += [f"{acc['examples']} labelled checks from {acc['source']}; model "
-                f"{acc['model']}.", "", *_accuracy_table(acc)]
+                f"{acc['model']}.{_majority_note(acc)}", "", *_judge_note(acc),
+                *_accuracy_table(acc)]
+        if acc.get("vs_judge"):
+            out += ["", "Points above the base model as judge (adapter accuracy minus the "
+                    "judge's):", "", *_vs_judge_table(acc)]
         if "accuracy_png" in files:
             out += ["", f"![accuracy per family per adapter]({files['accuracy_png']})"]
     if results.get("plots_note"):

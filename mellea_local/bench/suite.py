@@ -73,12 +73,25 @@ class SuiteConfig:
     seed: int = HELD_OUT_SEED
     command: str = "mellea-local bench"
     skip: tuple[str, ...] = field(default_factory=tuple)
+    only: tuple[str, ...] = field(default_factory=tuple)
+    """Run just these sections (``--only accuracy``: no speed section, no speed model)."""
+    limit: int | None = None
+    """Score only the dataset's first ``limit`` lines (a quick accuracy look)."""
+    judge: bool = True
+    """Score the base model asked as a judge beside the adapters (``bench.judge``)."""
     engine: str = "local"  # "ray": the accuracy section runs on a Ray Data actor pool
     ray: Any = None  # mellea_local.batch.RayOptions for engine "ray" (None: its defaults)
 
     @property
     def grid(self) -> Grid:
         return QUICK if self.quick else FULL
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """The sections left out: ``skip``, plus every section ``only`` does not name."""
+        if not self.only:
+            return self.skip
+        return tuple(dict.fromkeys([*self.skip, *(s for s in SECTIONS if s not in self.only)]))
 
 
 @dataclass
@@ -115,13 +128,18 @@ def _check_config(cfg: SuiteConfig) -> None:
             "--lengths must list context lengths of at least 64 tokens (about the shortest "
             "conversation a check judges); each is measured within 2 % or 8 tokens.")
     for flag, value in (("--repeats", cfg.repeats), ("--examples", cfg.examples),
-                        ("--threads", cfg.threads)):
+                        ("--threads", cfg.threads), ("--limit", cfg.limit)):
         if value is not None and value < 1:
             raise BenchConfigError(f"{flag} must be at least 1, got {value}.")
-    unknown = set(cfg.skip) - set(SECTIONS)
-    if unknown:
-        raise BenchConfigError(f"--skip {', '.join(sorted(unknown))}: no such section; use one of "
-                                f"{', '.join(SECTIONS)}.")
+    for flag, names in (("--skip", cfg.skip), ("--only", cfg.only)):
+        unknown = set(names) - set(SECTIONS)
+        if unknown:
+            raise BenchConfigError(f"{flag} {', '.join(sorted(unknown))}: no such section; use "
+                                    f"one of {', '.join(SECTIONS)}.")
+    if cfg.limit is not None and cfg.dataset is None and cfg.model in (None, EMBEDDED):
+        raise BenchConfigError(
+            "--limit takes the first lines of a --dataset; pass --dataset too (the synthetic "
+            "set's size is --examples per family).")
 
 
 def _embedded_weights() -> Path:
@@ -155,6 +173,36 @@ def _speed_subject(
             "random-init model.")
     backend = load_backend(source, device=str(device), dtype=str(dtype).removeprefix("torch."))
     return backend.model, backend.tokenizer, cfg.model
+
+
+HELD_OUT_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "requirement-check"
+"""Where a source checkout keeps each base model's labelled held-out checks, as
+``<base model name>.jsonl`` (the check format with ``family``): ``bench --model X``'s default."""
+
+
+def default_dataset(model: str) -> Path:
+    """The held-out set ``bench --model model`` scores without ``--dataset`` (may not exist)."""
+    from mellea_local.adapters.library import base_model_name
+    from mellea_local.models import MODELS
+
+    base = MODELS[model].base_name if model in MODELS else base_model_name(model)
+    return HELD_OUT_DIR / f"{base}.jsonl"
+
+
+def accuracy_dataset(model: str | None, dataset: Path | None) -> tuple[Path | None, str | None]:
+    """(the labelled file accuracy reads or None for the synthetic set, why there is none).
+
+    The synthetic set holds the embedded model's own families, so it only says something
+    about the embedded model's adapters; a real ``--model`` is scored on its held-out file,
+    ``--dataset`` or ``default_dataset``, and without either the section says what to pass.
+    """
+    if dataset is not None or model is None or model == EMBEDDED:
+        return dataset, None
+    path = default_dataset(model)
+    if path.is_file():
+        return path, None
+    return None, (f"no held-out dataset for --model {model}: pass --dataset with a labelled "
+                  f"JSONL (the check format with 'family'), or put one at {path}.")
 
 
 def accuracy_unavailable(model: str | None) -> str | None:
@@ -196,12 +244,29 @@ def accuracy_backend(
         adapters = [*adapters, backend.adapters[name]]
     if not adapters:
         try:
-            name = add_cli_adapter(backend, REQUIREMENT_CHECK)
-            adapters = [backend.adapters[name]]
+            adapters = library_adapters(backend)
         except AdapterError as exc:
             return None, [], (f"no trained requirement-check adapter for {label} ({exc}); "
                               "pass `--adapter` with one.")
+        if not adapters:
+            return None, [], (f"no trained requirement-check adapter for {label} in the "
+                              "adapter libraries; pass `--adapter` with one.")
     return backend, adapters, label
+
+
+def library_adapters(backend: Any, roots: list[Path] | None = None) -> list[Any]:
+    """Load every requirement-check adapter the libraries (``roots``, default: the bundled
+    ones) hold for the backend's base: the aLoRA and the LoRA, as they ship side by side, so
+    both are scored against the judge."""
+    from mellea_local.adapters import find_in_library
+
+    loaded = []
+    for kind in ("alora", "lora"):
+        found = find_in_library(REQUIREMENT_CHECK, backend.base_model_name, roots=roots,
+                                kinds=(kind,))
+        if found is not None:
+            loaded.append(backend.add_adapter(found.path, name=f"{REQUIREMENT_CHECK}_{kind}"))
+    return loaded
 
 
 def _collect() -> None:
@@ -238,8 +303,9 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
 
     _check_config(cfg)
     items: list[LabelledItem] | None = None
-    if cfg.dataset is not None and "accuracy" not in cfg.skip:
-        items = read_dataset(cfg.dataset)
+    dataset, no_dataset = accuracy_dataset(cfg.model, cfg.dataset)
+    if dataset is not None and "accuracy" not in cfg.skipped:
+        items = read_dataset(dataset)[:cfg.limit]
     threads = apply_threads(cfg.threads)  # --threads, else the default for this load
     grid = cfg.grid
     device = resolve_device(cfg.device)
@@ -261,11 +327,14 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
             "lengths": lengths, "repeats": repeats, "new_tokens": grid.new_tokens,
             "react_turns": grid.react_turns, "react_repeats": grid.react_repeats,
             "batch_sizes": list(grid.batch_sizes),
-            "dataset": str(cfg.dataset) if cfg.dataset else None,
-            "examples_per_family": None if cfg.dataset else (cfg.examples
-                                                             or grid.examples_per_family),
-            "seed": None if cfg.dataset else cfg.seed,
-            "skipped_sections": list(cfg.skip),
+            "dataset": str(dataset) if dataset else None,
+            "dataset_lines": len(items) if items is not None else None,
+            "limit": cfg.limit,
+            "judge": cfg.judge,
+            "examples_per_family": None if dataset else (cfg.examples
+                                                         or grid.examples_per_family),
+            "seed": None if dataset else cfg.seed,
+            "skipped_sections": list(cfg.skipped),
         },
     }
     bars = _Bars(err)
@@ -278,10 +347,11 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         _collect()  # the speed model goes before the accuracy model loads
         # The thread choice as made at the start: the load average now counts this run too.
         results["environment"] = {**machine_info(), **threads.as_dict()}
-        if "accuracy" in cfg.skip:
-            results["accuracy"] = {"skipped": "left out with --skip accuracy."}
+        if "accuracy" in cfg.skipped:
+            results["accuracy"] = {"skipped": "left out with --skip accuracy (or --only)."}
         else:
-            results["accuracy"] = _accuracy_section(cfg, items, bars, device)
+            results["accuracy"] = _accuracy_section(cfg, items, dataset, no_dataset, bars,
+                                                    device)
             _collect()
     results["seconds"] = time.perf_counter() - t0
     return SuiteRun(results, write_outputs(results, cfg.out_dir, name, err))
@@ -304,7 +374,7 @@ def _speed_sections(
     from mellea_local.bench.subjects import param_count
 
     grid = cfg.grid
-    wanted = [s for s in SECTIONS[:5] if s not in cfg.skip]
+    wanted = [s for s in SECTIONS[:5] if s not in cfg.skipped]
     if not wanted:
         results["config"]["params"] = 0
         return
@@ -350,8 +420,11 @@ def _speed_sections(
 
 
 def _accuracy_section(
-    cfg: SuiteConfig, items: list[LabelledItem] | None, bars: _Bars, device: torch.device
+    cfg: SuiteConfig, items: list[LabelledItem] | None, dataset: Path | None,
+    no_dataset: str | None, bars: _Bars, device: torch.device,
 ) -> dict[str, Any]:
+    """Adapter accuracy, and the judge beside it; a missing adapter is said before a missing
+    held-out dataset (the adapter is what there is to score)."""
     from mellea_local.bench.accuracy import evaluate_accuracy, synthetic_items
 
     if items is None:
@@ -359,12 +432,13 @@ def _accuracy_section(
         items = synthetic_items(cfg.seed, n)
         source = f"the synthetic held-out set (seed {cfg.seed}, {n} per family)"
     else:
-        source = f"`{cfg.dataset}`"
+        first = f"the first {len(items)} lines of " if cfg.limit is not None else ""
+        source = f"{first}`{dataset}`"
     if cfg.engine == "ray":
         from mellea_local.bench.ray_accuracy import evaluate_accuracy_ray
 
         label = cfg.model or EMBEDDED
-        why = accuracy_unavailable(cfg.model)
+        why = accuracy_unavailable(cfg.model) or no_dataset
         if why is not None:
             bars.print(f"accuracy skipped: {why}")
             return {"skipped": why}
@@ -375,16 +449,29 @@ def _accuracy_section(
     else:
         backend, adapters, label = accuracy_backend(cfg.model, cfg.adapter,
                                                     device=str(device), dtype=cfg.dtype)
-        if backend is None:
-            bars.print(f"accuracy skipped: {label}")
-            return {"skipped": label}
+        why = label if backend is None else no_dataset
+        if why is not None:
+            bars.print(f"accuracy skipped: {why}")
+            return {"skipped": why}
         tick = bars.task("adapter accuracy", len(items) * len(adapters))
         acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
+        if cfg.judge:
+            from mellea_local.bench.judge import add_judge
+
+            add_judge(backend, items, acc, tick=bars.task("base model as judge", len(items)))
+    if cfg.judge and cfg.engine == "ray":
+        acc["judge_note"] = ("the judge baseline runs on the local engine only; rerun without "
+                             "--engine ray for it.")
     acc["source"] = source
     acc["model"] = label
     for name, cell in acc["adapters"].items():
-        bars.print(f"accuracy {name} ({cell['kind']}): {cell['overall']['accuracy']:.3f} "
+        title = name if cell["kind"] == "judge" else f"{name} ({cell['kind']})"
+        bars.print(f"accuracy {title}: {cell['overall']['accuracy']:.3f} "
                    f"over {cell['overall']['n']} checks")
+    for name, variants in acc.get("vs_judge", {}).items():
+        bars.print(f"{name} vs judge: " + ", ".join(
+            f"{'-' if v['overall'] is None else format(v['overall'], '+.1f')} points over "
+            f"{variant}" for variant, v in variants.items()))
     return acc
 
 

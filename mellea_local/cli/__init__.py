@@ -354,7 +354,15 @@ def bench(
     seed: Annotated[int, typer.Option(help="Seed of the synthetic held-out set.")] = 9000,
     skip: Annotated[list[str] | None, typer.Option(
         help="Leave out a section (repeatable): generation, react, requirement_check, "
-        "batched, accuracy.")] = None,
+        "batched, conversations, accuracy.")] = None,
+    only: Annotated[list[str] | None, typer.Option(
+        help="Run only this section (repeatable); `--only accuracy` scores the adapters and "
+        "the judge without loading the speed model.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="Score only the first N lines of the accuracy dataset.")] = None,
+    judge: Annotated[bool, typer.Option(
+        "--judge/--no-judge", help="Also score the base model asked as a judge (no adapter) "
+        "beside each adapter.")] = True,
     engine: EngineOpt = "local",
     actors: ActorsOpt = None,
     ray_address: RayAddressOpt = None,
@@ -371,8 +379,8 @@ def bench(
     options = dict(quick=quick, name=name, out_dir=out_dir, dataset=dataset, size=size,
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
                    lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
-                   engine=engine, actors=actors, ray_address=ray_address,
-                   batch_size=batch_size, gpus_per_actor=gpus_per_actor)
+                   only=only, limit=limit, judge=judge, engine=engine, actors=actors,
+                   ray_address=ray_address, batch_size=batch_size, gpus_per_actor=gpus_per_actor)
 
     def work() -> None:
         from mellea_local.bench.suite import SuiteConfig, run_suite
@@ -388,7 +396,8 @@ def bench(
             out_dir=out_dir, name=name, quick=quick, size=size, model=model, adapter=adapter,
             dataset=dataset, device=device, dtype=dtype, threads=threads,
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
-            skip=tuple(skip or ()), command=command_line(options), engine=engine, ray=pool,
+            skip=tuple(skip or ()), only=tuple(only or ()), limit=limit, judge=judge,
+            command=command_line(options), engine=engine, ray=pool,
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
         print_summary(run, Console(soft_wrap=True))

@@ -13,7 +13,7 @@ from mellea_local.bench.suite import SuiteRun
 from mellea_local.errors import InvalidInputError
 
 DEFAULTS: dict[str, Any] = {"out_dir": Path("benchmarks/results"), "seed": 9000,
-                            "engine": "local"}
+                            "engine": "local", "judge": True}
 """Options whose default values are left out of the recorded command line."""
 
 
@@ -37,9 +37,13 @@ def command_line(options: dict[str, Any]) -> str:
     parts = ["mellea-local bench"]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
-        if value is None or value is False or DEFAULTS.get(key) == value:
+        if value is None or DEFAULTS.get(key) == value:
             continue
-        if value is True:
+        if value is False and key in DEFAULTS:  # a default-on switch turned off
+            parts.append(f"--no-{key.replace('_', '-')}")
+        elif value is False:
+            continue
+        elif value is True:
             parts.append(flag)
         elif isinstance(value, list):
             parts += [f"{flag} {v}" for v in value]

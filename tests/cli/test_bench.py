@@ -78,7 +78,8 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     assert f"128 -> {rows[0]['context_tokens']}, 512 -> {rows[1]['context_tokens']}" in md
     acc = data["accuracy"]
     if _embedded_shipped():
-        assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora"}
+        # the two trained adapters, and the base model asked as a judge beside them
+        assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora", "judge"}
     else:  # no trained adapters in this build: a note, not a failure
         assert "not in this build" in acc["skipped"]
         assert "Skipped: the embedded model" in md
@@ -106,7 +107,8 @@ def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp
     out = json.loads((tmp_path / "acc.json").read_text())
     assert not any(s in out for s in SPEED_SECTIONS)
     acc = out["accuracy"]
-    assert list(acc["adapters"]) == ["cli-adapter"]
+    assert list(acc["adapters"]) == ["cli-adapter", "judge (greedy)", "judge (probability)"]
+    assert set(acc["vs_judge"]["cli-adapter"]) == {"greedy", "probability"}
     assert acc["families"] == ["city", "Answer briefly.", "Mention paris.", "a", "b"]
 
     backend = LocalHFBackend(model_dir, device="cpu")
