@@ -33,6 +33,7 @@ import torch
 from mellea_local.bench.requirement_check import CheckBench
 from mellea_local.bench.subjects import REQUIREMENTS, fit_conversation
 from mellea_local.bench.timing import machine_info, sync_device
+from mellea_local.core.backend import REQUIREMENT_CHECK
 
 TARGET = 1.15
 """``ours / floor`` at every length and thread count (issue 23)."""
@@ -42,7 +43,7 @@ def open_adapter_bench(backend: Any, alora_dir: Path) -> CheckBench:
     """A ``CheckBench`` over a trained aLoRA folder on ``backend`` (a real model's own adapter
     instead of a random one; only ``alora`` is set, the floor needs no LoRA)."""
     alora = backend.add_adapter(Path(alora_dir), name="bench_alora",
-                                intrinsic="requirement-check")
+                                intrinsic=REQUIREMENT_CHECK)
     return CheckBench(backend, alora, None, backend.base_parameter_count)
 
 

@@ -175,7 +175,7 @@ def _speed_subject(
     return backend.model, backend.tokenizer, cfg.model
 
 
-HELD_OUT_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "requirement-check"
+HELD_OUT_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / REQUIREMENT_CHECK
 """Where a source checkout keeps each base model's labelled held-out checks, as
 ``<base model name>.jsonl`` (the check format with ``family``): ``bench --model X``'s default."""
 
