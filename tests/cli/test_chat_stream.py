@@ -84,8 +84,18 @@ def test_answers_stream_thinking_then_answer(embedded, monkeypatch):
     assert "assistant> " + _whole(embedded, QUESTION) in text
 
 
+@pytest.fixture
+def default_sigint():
+    """A terminal's SIGINT reaches Python's default handler, as in a fresh `mellea-local chat`;
+    a library an earlier test started in this process may have replaced it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("how", ["signal", "raise"])
-def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(embedded, monkeypatch, how):
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(embedded, monkeypatch, how,
+                                                     default_sigint):
     _inputs(monkeypatch, [QUESTION, "And of Italy?"])
     console = Recording()
     stop_at = len(banner(embedded).splitlines()) + 3  # a few deltas into the first answer
