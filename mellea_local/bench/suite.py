@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
 from mellea_local.core.backend import REQUIREMENT_CHECK
+from mellea_local.datasets import data_root
 from mellea_local.errors import BenchConfigError
 from mellea_local.launch import EMBEDDED
 
@@ -175,9 +176,9 @@ def _speed_subject(
     return backend.model, backend.tokenizer, cfg.model
 
 
-HELD_OUT_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / REQUIREMENT_CHECK
-"""Where a source checkout keeps each base model's labelled held-out checks, as
-``<base model name>.jsonl`` (the check format with ``family``): ``bench --model X``'s default."""
+HELD_OUT_DIR = data_root() / REQUIREMENT_CHECK
+"""Where each base model's labelled held-out checks are, as ``<base model name>.jsonl`` (the
+check format with ``family``): ``bench --model X``'s default; installed, the bundled copy."""
 
 
 def default_dataset(model: str) -> Path:
