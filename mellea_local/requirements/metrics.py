@@ -78,7 +78,7 @@ class BinaryScores:
 def _balanced(labels: Sequence[bool], predictions: Sequence[bool]) -> float | None:
     hits = {True: 0, False: 0}
     totals = {True: 0, False: 0}
-    for label, prediction in zip(labels, predictions):
+    for label, prediction in zip(labels, predictions, strict=True):
         totals[label] += 1
         hits[label] += label == prediction
     if not totals[True] or not totals[False]:
@@ -87,9 +87,9 @@ def _balanced(labels: Sequence[bool], predictions: Sequence[bool]) -> float | No
 
 
 def _f1(labels: Sequence[bool], predictions: Sequence[bool], positive: bool) -> float:
-    tp = sum(1 for y, p in zip(labels, predictions) if y == positive and p == positive)
-    fp = sum(1 for y, p in zip(labels, predictions) if y != positive and p == positive)
-    fn = sum(1 for y, p in zip(labels, predictions) if y == positive and p != positive)
+    tp = sum(1 for y, p in zip(labels, predictions, strict=True) if y == positive and p == positive)
+    fp = sum(1 for y, p in zip(labels, predictions, strict=True) if y != positive and p == positive)
+    fn = sum(1 for y, p in zip(labels, predictions, strict=True) if y == positive and p != positive)
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
 
 
@@ -97,8 +97,8 @@ def bootstrap_interval(labels: Sequence[bool], predictions: Sequence[bool], *,
                        rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED,
                        level: float = 0.95) -> tuple[float, float] | None:
     """Percentile bootstrap of balanced accuracy, resampling within each label."""
-    pairs = {True: [p for y, p in zip(labels, predictions) if y],
-             False: [p for y, p in zip(labels, predictions) if not y]}
+    pairs = {True: [p for y, p in zip(labels, predictions, strict=True) if y],
+             False: [p for y, p in zip(labels, predictions, strict=True) if not y]}
     if not pairs[True] or not pairs[False]:
         return None
     rng = random.Random(seed)
@@ -112,7 +112,7 @@ def bootstrap_interval(labels: Sequence[bool], predictions: Sequence[bool], *,
     values.sort()
     tail = (1 - level) / 2
     low = values[int(tail * (rounds - 1))]
-    high = values[int(round((1 - tail) * (rounds - 1)))]
+    high = values[round((1 - tail) * (rounds - 1))]
     return (low, high)
 
 
@@ -129,7 +129,7 @@ def binary_scores(labels: Sequence[bool], predictions: Sequence[bool]) -> Binary
     return BinaryScores(
         n=len(labels),
         positives=sum(labels),
-        accuracy=sum(y == p for y, p in zip(labels, predictions)) / len(labels),
+        accuracy=sum(y == p for y, p in zip(labels, predictions, strict=True)) / len(labels),
         balanced_accuracy=_balanced(labels, predictions),
         interval=bootstrap_interval(labels, predictions),
         yes_f1=_f1(labels, predictions, True),
