@@ -33,6 +33,7 @@ STAGES: tuple[str, ...] = (
     "models",                                    # GGUF conversion, model cache and registry
     "backends",                                  # concrete backends (LocalHFBackend)
     "session",                                   # start_session(): the peer's entry point
+    "stdlib",                                    # the peer's module paths, re-exports only
     "<root>",                                    # mellea_local/__init__.py, the public API
     "launch",                                    # a backend from command-line arguments
     "training",                                  # train requirement-check adapters

@@ -30,9 +30,16 @@ class SamplingAttempt:
     validations: list[ValidationResult] = field(default_factory=list)
 
     @property
+    def truncated(self) -> bool:
+        """The sample stopped at its token budget: an answer cut off, not a complete one."""
+        return bool(getattr(self.sample, "truncated", False))
+
+    @property
     def passed(self) -> bool:
-        """Every requirement held (vacuously true without requirements)."""
-        return all(bool(v) for v in self.validations)
+        """Every requirement held (vacuously true without requirements) and the sample is
+        complete: an answer cut off at its token budget never passes, whatever its checks
+        say (the next attempt gets a larger budget, ``strategies.py``)."""
+        return all(bool(v) for v in self.validations) and not self.truncated
 
     @property
     def passed_count(self) -> int:

@@ -14,6 +14,11 @@ adapter-judged ones to the backend as one batch. Requirement order is kept every
 
 An attempt after the first reuses the caller's ``ModelOption.SEED`` plus the attempt's index
 (when a seed is given): re-sampling with the very seed that just failed would only repeat it.
+
+A sample cut off at its token budget (``sample.truncated``, finish reason ``"length"``) is
+never a pass, even when every requirement holds: it is not the answer asked for. The repair
+then asks for a longer budget: the next attempt may generate twice the tokens the cut one
+did (up to ``MAX_NEW_TOKENS_LIMIT``), since the same budget would cut the same answer again.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import InputTypeError, InvalidInputError
 from mellea_local.inputs import requirement_list
 from mellea_local.messages import Message
-from mellea_local.options import ModelOption, merge_options
+from mellea_local.options import MAX_NEW_TOKENS_LIMIT, ModelOption, merge_options
 from mellea_local.requirements import Requirement, avalidate, reqify
 from mellea_local.sampling.instruction import REPAIR_HEADER, Instruction
 from mellea_local.sampling.result import SamplingAttempt, SamplingResult
@@ -90,14 +95,30 @@ def failure_feedback(attempt: SamplingAttempt, requirements: Sequence[Requiremen
     return lines
 
 
-def _attempt_options(model_options: dict[str, Any] | None, index: int) -> dict[str, Any] | None:
-    if index == 0 or not model_options:
+def _attempt_options(
+    model_options: dict[str, Any] | None, index: int, previous: SamplingAttempt | None = None,
+) -> dict[str, Any] | None:
+    longer = _longer_budget(previous)
+    if index == 0 or not (model_options or longer):
         return model_options
     opts = merge_options(None, model_options)
     seed = opts.get(ModelOption.SEED)
     if seed is not None:
         opts[ModelOption.SEED] = int(seed) + index
+    if longer is not None:
+        opts[ModelOption.MAX_NEW_TOKENS] = max(longer, int(opts.get(ModelOption.MAX_NEW_TOKENS)
+                                                           or 0))
     return opts
+
+
+def _longer_budget(previous: SamplingAttempt | None) -> int | None:
+    """Twice the tokens of a sample cut off at its budget (None when it was not cut off)."""
+    if previous is None or not previous.truncated:
+        return None
+    used = (previous.sample.usage or {}).get("completion_tokens")
+    if not isinstance(used, int) or used < 1:
+        return None
+    return min(2 * used, MAX_NEW_TOKENS_LIMIT)
 
 
 class BaseSamplingStrategy(abc.ABC):
@@ -163,7 +184,8 @@ class BaseSamplingStrategy(abc.ABC):
         for index in range(self._loop_budget):
             mot, new_context = await backend.generate_from_context(
                 next_action, next_context, format=format,
-                model_options=_attempt_options(model_options, index),
+                model_options=_attempt_options(model_options, index,
+                                               attempts[-1] if attempts else None),
             )
             await mot.avalue()
             sample: ComputedModelOutputThunk[Any] = ComputedModelOutputThunk(mot)
