@@ -68,6 +68,14 @@ DEFAULT_MODEL_ENV = "MELLEA_LOCAL_DEFAULT_MODEL"
 pin the choice, e.g. ``embedded`` in tests that assert the embedded model's answers."""
 
 
+# Generation defaults of a registered model where greedy decoding alone fails a plain task,
+# merged under the caller's model_options. SmolLM2-135M-Instruct, greedy, asked for the peer's
+# quick-start email, repeated "I'm sure you're aware of the importance of ..." until the
+# budget ended (1,024 tokens, then 2,048); with repetition_penalty 1.2 (still greedy, still
+# deterministic) it wrote the email and stopped by itself after 275 tokens (49 s, 1 thread).
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {REAL_MODEL: {"repetition_penalty": 1.2}}
+
+
 def embedded_note(how_to_choose: str) -> str:
     """The one line said when the embedded demo model judges because no real model is here."""
     return (f"note: the embedded demo model (mellea-tiny-chat, 3 M parameters, demo only) is "
@@ -439,6 +447,9 @@ def start_session(
     if model_id in _EMBEDDED_NAMES:
         backend = LocalHFBackend.embedded(model_options=model_options, **backend_kwargs)
     else:
+        defaults = MODEL_DEFAULTS.get(str(model_id))
+        if defaults and isinstance(model_options, dict | None):
+            model_options = {**defaults, **(model_options or {})}
         backend = LocalHFBackend(str(model_id), model_options=model_options, **backend_kwargs)
         try:
             backend.add_adapter(REQUIREMENT_CHECK)

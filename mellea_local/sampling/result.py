@@ -38,7 +38,7 @@ class SamplingAttempt:
     def passed(self) -> bool:
         """Every requirement held (vacuously true without requirements) and the sample is
         complete: an answer cut off at its token budget never passes, whatever its checks
-        say (the next attempt gets a larger budget, ``strategies.py``)."""
+        say (``strategies.py``)."""
         return all(bool(v) for v in self.validations) and not self.truncated
 
     @property

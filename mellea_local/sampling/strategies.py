@@ -16,9 +16,11 @@ An attempt after the first reuses the caller's ``ModelOption.SEED`` plus the att
 (when a seed is given): re-sampling with the very seed that just failed would only repeat it.
 
 A sample cut off at its token budget (``sample.truncated``, finish reason ``"length"``) is
-never a pass, even when every requirement holds: it is not the answer asked for. The repair
-then asks for a longer budget: the next attempt may generate twice the tokens the cut one
-did (up to ``MAX_NEW_TOKENS_LIMIT``), since the same budget would cut the same answer again.
+never a pass, even when every requirement holds: it is not the answer asked for. When the
+budget is all that failed, the loop stops there (``success`` False, the sample marked
+truncated): asking again with the same budget cuts the answer again, and doubling it on its
+own was measured to cost 13 min of CPU on SmolLM2 for an answer that repeated one sentence to
+the end. Raise ``ModelOption.MAX_NEW_TOKENS`` to let it finish.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from mellea_local.core.thunk import ComputedModelOutputThunk
 from mellea_local.errors import InputTypeError, InvalidInputError
 from mellea_local.inputs import requirement_list
 from mellea_local.messages import Message
-from mellea_local.options import MAX_NEW_TOKENS_LIMIT, ModelOption, merge_options
+from mellea_local.options import ModelOption, merge_options
 from mellea_local.requirements import Requirement, avalidate, reqify
 from mellea_local.sampling.instruction import REPAIR_HEADER, Instruction
 from mellea_local.sampling.result import SamplingAttempt, SamplingResult
@@ -95,30 +97,14 @@ def failure_feedback(attempt: SamplingAttempt, requirements: Sequence[Requiremen
     return lines
 
 
-def _attempt_options(
-    model_options: dict[str, Any] | None, index: int, previous: SamplingAttempt | None = None,
-) -> dict[str, Any] | None:
-    longer = _longer_budget(previous)
-    if index == 0 or not (model_options or longer):
+def _attempt_options(model_options: dict[str, Any] | None, index: int) -> dict[str, Any] | None:
+    if index == 0 or not model_options:
         return model_options
     opts = merge_options(None, model_options)
     seed = opts.get(ModelOption.SEED)
     if seed is not None:
         opts[ModelOption.SEED] = int(seed) + index
-    if longer is not None:
-        opts[ModelOption.MAX_NEW_TOKENS] = max(longer, int(opts.get(ModelOption.MAX_NEW_TOKENS)
-                                                           or 0))
     return opts
-
-
-def _longer_budget(previous: SamplingAttempt | None) -> int | None:
-    """Twice the tokens of a sample cut off at its budget (None when it was not cut off)."""
-    if previous is None or not previous.truncated:
-        return None
-    used = (previous.sample.usage or {}).get("completion_tokens")
-    if not isinstance(used, int) or used < 1:
-        return None
-    return min(2 * used, MAX_NEW_TOKENS_LIMIT)
 
 
 class BaseSamplingStrategy(abc.ABC):
@@ -184,8 +170,7 @@ class BaseSamplingStrategy(abc.ABC):
         for index in range(self._loop_budget):
             mot, new_context = await backend.generate_from_context(
                 next_action, next_context, format=format,
-                model_options=_attempt_options(model_options, index,
-                                               attempts[-1] if attempts else None),
+                model_options=_attempt_options(model_options, index),
             )
             await mot.avalue()
             sample: ComputedModelOutputThunk[Any] = ComputedModelOutputThunk(mot)
@@ -194,6 +179,8 @@ class BaseSamplingStrategy(abc.ABC):
             attempts.append(attempt)
             if attempt.passed:
                 return SamplingResult(True, index, attempts)
+            if attempt.truncated and all(bool(v) for v in validations):
+                return SamplingResult(False, index, attempts)  # only the budget failed
             if index + 1 < self._loop_budget:
                 next_action, next_context = self.repair(action, context, attempt, reqs)
         return SamplingResult(False, self.select_from_failure(attempts), attempts)
