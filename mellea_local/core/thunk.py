@@ -186,8 +186,8 @@ class ModelOutputThunk(Generic[S]):
         "length"``), so ``value`` is an answer cut off, not a complete one.
 
         Why a property: a cut answer reads like a finished one ("Dear Olivia, I hope this
-        email"); sampling never counts it as a pass, and a validation of it says so in its
-        reason. Raise ``ModelOption.MAX_NEW_TOKENS`` to let it finish.
+        email"); a validation of it says so in every verdict's reason, and sampling results
+        carry the mark. Raise ``ModelOption.MAX_NEW_TOKENS`` to let it finish.
         """
         return self.finish_reason == "length"
 

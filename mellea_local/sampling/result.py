@@ -36,10 +36,9 @@ class SamplingAttempt:
 
     @property
     def passed(self) -> bool:
-        """Every requirement held (vacuously true without requirements) and the sample is
-        complete: an answer cut off at its token budget never passes, whatever its checks
-        say (``strategies.py``)."""
-        return all(bool(v) for v in self.validations) and not self.truncated
+        """Every requirement held (vacuously true without requirements). For a sample cut off
+        at its budget (``truncated``) each verdict's reason says so (``avalidate``)."""
+        return all(bool(v) for v in self.validations)
 
     @property
     def passed_count(self) -> int:
@@ -80,6 +79,12 @@ class SamplingResult:
     def sample(self) -> ComputedModelOutputThunk[Any]:
         """Alias of ``result``."""
         return self.chosen.sample
+
+    @property
+    def truncated(self) -> bool:
+        """The chosen sample stopped at its token budget: an answer cut off, not a complete
+        one (raise ``ModelOption.MAX_NEW_TOKENS``)."""
+        return self.chosen.truncated
 
     @property
     def value(self) -> str:

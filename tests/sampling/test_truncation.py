@@ -1,5 +1,5 @@
 """An answer cut off at its token budget is marked (``thunk.truncated``) and never judged as
-complete: sampling does not pass it, and a validation of it says so in every reason. The
+complete: a validation of it says so in every reason, inside sampling too. The
 default budget of a call that sets none is 1,024 new tokens, not transformers' 20."""
 
 from __future__ import annotations
@@ -43,19 +43,19 @@ async def test_a_cut_answer_is_marked_and_a_whole_one_is_not(shared_embedded_bac
     assert whole.value.startswith(cut.value.strip()[:4])  # the same answer, greedy, cut short
 
 
-async def test_sampling_never_passes_a_cut_answer_and_stops_when_only_the_budget_failed(
-        shared_embedded_backend):
-    strategy = RejectionSamplingStrategy(loop_budget=3)
+async def test_sampling_marks_a_cut_answer_and_its_verdicts(shared_embedded_backend):
+    strategy = RejectionSamplingStrategy(loop_budget=2)
     result = await strategy.sample(Instruction(QUESTION), ChatContext(), shared_embedded_backend,
                                    [Requirement("anything", validation_fn=_always)],
                                    model_options={ModelOption.MAX_NEW_TOKENS: 2})
-    assert result.success is False
-    assert len(result.attempts) == 1  # the same budget would cut the same answer again
-    assert result.result.truncated and all(result.result_validations)
+    assert result.truncated and result.chosen.truncated and result.result.truncated
+    [verdict] = result.result_validations
+    assert "cut off at its token budget" in verdict.reason  # judged, and said to be cut
     whole = await strategy.sample(Instruction(QUESTION), ChatContext(), shared_embedded_backend,
                                   [Requirement("anything", validation_fn=_always)],
                                   model_options={ModelOption.MAX_NEW_TOKENS: 64})
-    assert whole.success is True and not whole.result.truncated
+    assert whole.success is True and not whole.truncated
+    assert whole.result_validations[0].reason == "holds"
 
 
 async def test_a_validation_of_a_cut_answer_says_so_in_every_reason(shared_embedded_backend):
