@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mellea_local"
 
 STAGES: tuple[str, ...] = (
     "errors", "options", "model_ids",            # no dependencies but errors
+    "datasets",                                  # where the shipped labelled data lives
     "extras", "threads",                         # optional extras, torch's thread count
     "core",                                      # the peer's core types and Backend
     "inputs",                                    # argument checks shared by public entries
