@@ -426,7 +426,9 @@ def start_session(
     the model cache, else the embedded demo model with one warning line saying so and how to
     get the real one. For a model other than the embedded one the library's
     ``requirement-check`` adapter is added when one fits it (SmolLM2 has a shipped aLoRA);
-    otherwise requirements are judged by the model's yes/no answer. ``backend_kwargs`` go to
+    otherwise requirements are judged by the model's yes/no answer. A registered model's
+    generation defaults (``MODEL_DEFAULTS``: ``repetition_penalty`` 1.2 for smollm2-135m) go
+    under ``model_options``, which override them. ``backend_kwargs`` go to
     ``LocalHFBackend`` (``device``, ``dtype``, ...). ``context_type`` (``"simple"`` or
     ``"chat"``) picks the context when ``ctx`` is not given.
     """
