@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -85,6 +87,7 @@ def test_every_readme_pip_route_to_the_llamacpp_extra_bounds_the_build():
 
 
 def test_the_missing_extra_message_gives_a_bounded_install_line():
+    pytest.importorskip("httpx")  # launch.py is the llamacpp extra's
     from mellea_local.backends.llama_server.launch import INSTALL_HINT
     from mellea_local.extras import install_line
 
