@@ -23,6 +23,12 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def install_line(extra: str) -> str:
+    """The command that installs ``extra``; for ``llamacpp`` with its build bounded (its sdist
+    compiles llama.cpp with one job per core and more unless LLAMA_CPP_BUILD_JOBS is set)."""
+    if extra == "llamacpp":
+        return ("LLAMA_CPP_BUILD_JOBS=2 pip install 'mellea-local[llamacpp]' (it compiles "
+                "llama.cpp once; README \"Installing the llamacpp extra\" gives the portable "
+                "CMAKE_ARGS, or run scripts/install_llamacpp.sh from a clone)")
     return f"pip install 'mellea-local[{extra}]'"
 
 

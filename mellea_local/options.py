@@ -75,6 +75,13 @@ THINKING_TEMPLATE_VARS = ("enable_thinking", "thinking", "think")
 # The longest answer a call may ask for: far beyond any model's positions, so it only refuses
 # values that are typos or overflow (10**12 would otherwise run until EOS, whatever that takes).
 MAX_NEW_TOKENS_LIMIT = 1_000_000
+
+# The budget of a generation when neither the call, the backend's model_options nor the model's
+# own generation_config sets one. transformers would stop after 20 new tokens, which cut the
+# peer's quick-start email mid-sentence ("Dear Olivia,\n\nI hope this email"). The peer's HF
+# backend has no default of its own (it inherits that 20); its docs advise 512-2048 for chat
+# and instructions and use 1024 (docs/how-to/configure-model-options.md): we take 1024.
+DEFAULT_MAX_NEW_TOKENS = 1024
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 
 # Option -> (kind, test of the value, the allowed values in words). Kinds: "number" (a finite

@@ -9,12 +9,20 @@ requirement-check aLoRA each check reuses the conversation's KV cache.
 With the default ``SimpleContext`` every call starts fresh, as in the peer library; the
 requirements of that call are then judged over the exchange itself (the instruction and the
 answer), never over an empty conversation.
+
+Which model answers and judges when none is named (``start_session()``, ``mellea-local
+check`` without ``--model``): :func:`default_model`. The real model, SmolLM2-135M-Instruct
+with its shipped requirement-check aLoRA, when it is in the model cache; otherwise the
+embedded demo model, with one line saying so and how to get the real one. The embedded model
+has 3 M parameters: it runs the machinery anywhere, offline, but it is no email writer (asked
+for one it wrote "Is it 60?") and no judge of a user's data (0.500 on a new user's 40 checks).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import os
 import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
@@ -54,6 +62,45 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 EMBEDDED_MODEL_ID = "mellea-tiny-chat"
+REAL_MODEL = "smollm2-135m"
+DEFAULT_MODEL_ENV = "MELLEA_LOCAL_DEFAULT_MODEL"
+"""Names the model used when none is given (``embedded`` or any ``--model`` value): set it to
+pin the choice, e.g. ``embedded`` in tests that assert the embedded model's answers."""
+
+
+# Generation defaults of a registered model where greedy decoding alone fails a plain task,
+# merged under the caller's model_options. SmolLM2-135M-Instruct, greedy, asked for the peer's
+# quick-start email, repeated "I'm sure you're aware of the importance of ..." until the
+# budget ended (1,024 tokens, then 2,048); with repetition_penalty 1.2 (still greedy, still
+# deterministic) it wrote the email and stopped by itself after 275 tokens (49 s, 1 thread).
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {REAL_MODEL: {"repetition_penalty": 1.2}}
+
+
+def embedded_note(how_to_choose: str) -> str:
+    """The one line said when the embedded demo model judges because no real model is here."""
+    return (f"note: the embedded demo model (mellea-tiny-chat, 3 M parameters, demo only) is "
+            f"answering and judging, since {REAL_MODEL} is not in the model cache; get the real "
+            f"one once with `mellea-local models get {REAL_MODEL}` (93 MB, then it is the "
+            f"default), or {how_to_choose}.")
+
+
+def default_model() -> tuple[str, bool]:
+    """The model to use when the caller named none, and whether it is the embedded fallback.
+
+    ``$MELLEA_LOCAL_DEFAULT_MODEL`` when set (taken as named: no fallback note); else
+    ``smollm2-135m`` when its converted folder is in the model cache (its load verifies every
+    file against the manifest, so a damaged cache is refused there, never replaced by the
+    toy); else ``"embedded"``, and ``True`` tells the caller to say so in one line
+    (:func:`embedded_note`).
+    """
+    named = os.environ.get(DEFAULT_MODEL_ENV, "").strip()
+    if named:
+        return named, False
+    from mellea_local.models import model_status  # the registry: no torch
+
+    if model_status(REAL_MODEL) is not None:
+        return REAL_MODEL, False
+    return "embedded", True
 _HF_NAMES = frozenset({"hf", "huggingface", "transformers"})
 _EMBEDDED_NAMES = frozenset({None, "embedded", EMBEDDED_MODEL_ID})
 # StrictUndefined: a misspelt {{variable}} is an error naming it, not silently empty text.
@@ -371,12 +418,17 @@ def start_session(
     context_type: str | None = None,
     **backend_kwargs: Any,
 ) -> MelleaSession:
-    """A session over a local Hugging Face model; with no arguments, the embedded model.
+    """A session over a local Hugging Face model; with no ``model_id``, the default model.
 
-    ``model_id`` is a hub id or a local folder (``None``, ``"embedded"`` or
-    ``"mellea-tiny-chat"``: the shipped model and its requirement-check adapters). For another
-    model the library's ``requirement-check`` adapter is added when one fits it; otherwise
-    requirements are judged by the model's yes/no answer. ``backend_kwargs`` go to
+    ``model_id`` is a registered name (``"smollm2-135m"``), a hub id or a local folder
+    (``"embedded"`` or ``"mellea-tiny-chat"``: the shipped demo model and its requirement-check
+    adapters). Without one, :func:`default_model` picks: SmolLM2-135M-Instruct when it is in
+    the model cache, else the embedded demo model with one warning line saying so and how to
+    get the real one. For a model other than the embedded one the library's
+    ``requirement-check`` adapter is added when one fits it (SmolLM2 has a shipped aLoRA);
+    otherwise requirements are judged by the model's yes/no answer. A registered model's
+    generation defaults (``MODEL_DEFAULTS``: ``repetition_penalty`` 1.2 for smollm2-135m) go
+    under ``model_options``, which override them. ``backend_kwargs`` go to
     ``LocalHFBackend`` (``device``, ``dtype``, ...). ``context_type`` (``"simple"`` or
     ``"chat"``) picks the context when ``ctx`` is not given.
     """
@@ -390,9 +442,16 @@ def start_session(
 
     if isinstance(model_id, ModelIdentifier):
         model_id = model_id.hf_model_name
+    if model_id is None:
+        model_id, fallback = default_model()
+        if fallback:
+            logger.warning(embedded_note("pass start_session(model_id=...)"))
     if model_id in _EMBEDDED_NAMES:
         backend = LocalHFBackend.embedded(model_options=model_options, **backend_kwargs)
     else:
+        defaults = MODEL_DEFAULTS.get(str(model_id))
+        if defaults and isinstance(model_options, dict | None):
+            model_options = {**defaults, **(model_options or {})}
         backend = LocalHFBackend(str(model_id), model_options=model_options, **backend_kwargs)
         try:
             backend.add_adapter(REQUIREMENT_CHECK)

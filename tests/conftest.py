@@ -11,6 +11,10 @@ import os
 # once instead of retrying the hub for ~45 s.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Tests that call start_session() or `check` without a model assert the embedded model's
+# behaviour; CI has SmolLM2 in the cache, which would otherwise be the default
+# (session.default_model). Tests of the default itself clear this with monkeypatch.
+os.environ.setdefault("MELLEA_LOCAL_DEFAULT_MODEL", "embedded")
 
 import pytest
 from hypothesis import HealthCheck, settings

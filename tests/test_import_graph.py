@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mellea_local"
 
 STAGES: tuple[str, ...] = (
     "errors", "options", "model_ids",            # no dependencies but errors
+    "datasets",                                  # where the shipped labelled data lives
     "extras", "threads",                         # optional extras, torch's thread count
     "core",                                      # the peer's core types and Backend
     "inputs",                                    # argument checks shared by public entries
@@ -33,6 +34,7 @@ STAGES: tuple[str, ...] = (
     "models",                                    # GGUF conversion, model cache and registry
     "backends",                                  # concrete backends (LocalHFBackend)
     "session",                                   # start_session(): the peer's entry point
+    "stdlib",                                    # the peer's module paths, re-exports only
     "<root>",                                    # mellea_local/__init__.py, the public API
     "launch",                                    # a backend from command-line arguments
     "training",                                  # train requirement-check adapters

@@ -63,6 +63,35 @@ def _check_budget(value: int) -> int:
     return value
 
 
+JudgeModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="The model that judges: a registered name (e.g. smollm2-135m), a .gguf file, a "
+        "model folder or hub id (offline cache only), or 'embedded' for the shipped demo "
+        "model. Default: smollm2-135m when it is in the model cache (mellea-local models get "
+        "smollm2-135m), else the embedded demo model, with one line saying so.",
+    ),
+]
+
+
+def judge_model(model: str | None) -> str:
+    """``--model`` as given; without it the default judge (``session.default_model``), and one
+    yellow line on stderr when that is the embedded demo model."""
+    if model is not None:
+        return model
+    from mellea_local.session import default_model, embedded_note
+
+    chosen, fallback = default_model()
+    if fallback:
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(
+            embedded_note("pass --model"), style="yellow", markup=False, highlight=False)
+    return chosen
+
+
 MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (tokens).")]
 
 
@@ -159,7 +188,7 @@ def check(
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="JSONL of scores and verdicts; appended to, resumed from. "
         "Must not be the input.")],
-    model: ModelOpt = EMBEDDED,
+    model: JudgeModelOpt = None,
     adapter: AdapterOpt = None,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
@@ -178,6 +207,8 @@ def check(
     from rich.console import Console
 
     def work() -> int:
+        nonlocal model
+        model = judge_model(model)
         from mellea_local.batch.local import (
             check_resume,
             dataset_lines,
@@ -226,7 +257,9 @@ def check(
                                                    adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
             summary = run_check(input_path, output, backend, adapter=name)
-        report(summary, output, Console(soft_wrap=True))
+        console = Console(soft_wrap=True)
+        report(summary, output, console)
+        console.print(f"results: {output.resolve()}", markup=False, highlight=False)
         return 3 if summary.errors and not allow_bad_lines else 0
 
     code = run_guarded(debug, work)

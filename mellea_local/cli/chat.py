@@ -1,7 +1,10 @@
 """``mellea-local chat``: an interactive conversation that keeps its history.
 
 Reads lines with ``input()`` (so scripts and tests can pipe a conversation in), answers each with
-the whole history as context, shows the model's thinking dimmed above its answer. A line that
+the whole history as context, shows the model's thinking dimmed above its answer, and only when
+the model produced some: a thinking block is one the prompt opened (the chat template's
+thinking switch) or one the answer opens with ``<think>``. SmolLM2's template has no switch,
+and its answers, taken for thinking, were printed twice (dimmed, then again). A line that
 is one slash word is a command for the chat itself, never sent to the model: ``/help`` lists
 them, ``/reset`` starts over (keeping the system prompt), ``/quit`` (or end of input) leaves;
 an unknown one is answered with the list. Answers stream as they are generated; Ctrl-C while
@@ -42,17 +45,21 @@ def _fresh(system: str | None) -> ChatContext:
 THINK_END = "</think>"
 
 
+THINK_OPEN = "<think>"
+
+
 class StreamPrinter:
     """Prints an answer as its deltas arrive: thinking dimmed, then ``assistant> `` and the
-    answer. With thinking on, the stream holds the thinking first and ``</think>`` before the
-    answer (the template opened the block); a marker split across deltas is held back until
-    it is whole."""
+    answer. ``thinking``: the prompt opened a thinking block, so the stream holds the thinking
+    first and ``</think>`` before the answer; otherwise an answer that starts with ``<think>``
+    opens one itself. A marker split across deltas is held back until it is whole."""
 
     def __init__(self, console: Console, thinking: bool) -> None:
         self.console = console
         self.in_thinking = thinking
         self.held = ""
         self.thought = self.answered = False
+        self.started = thinking  # past the point where an answer may open a block itself
 
     def _out(self, text: str) -> None:
         if not text:
@@ -71,6 +78,15 @@ class StreamPrinter:
     def feed(self, delta: str) -> None:
         text = self.held + delta
         self.held = ""
+        if not self.started:
+            stripped = text.lstrip()
+            if THINK_OPEN.startswith(stripped) and len(stripped) < len(THINK_OPEN):
+                self.held = text  # perhaps the start of "<think>": wait for more
+                return
+            self.started = True
+            if stripped.startswith(THINK_OPEN):
+                self.in_thinking = True
+                text = stripped
         if self.in_thinking:
             text = text.removeprefix("<think>") if not self.thought else text
             if THINK_END in text:
@@ -99,6 +115,11 @@ class StreamPrinter:
             self.console.print(mot.thinking.strip(), style="dim italic", markup=False,
                                highlight=False)
             self.thought = True
+        if self.held and not self.in_thinking and not self.answered:
+            self.held = ""  # a lone "<thi..." that never became a marker: the answer has it
+        elif self.held:
+            self._out(self.held)
+            self.held = ""
         if self.answered:
             self.console.print()
         else:
@@ -123,6 +144,23 @@ async def _answer(
         raise
     printer.finish(mot)
     return new_ctx
+
+
+def prompt_opens_thinking(backend: Any, ctx: ChatContext, text: str,
+                          options: dict[str, Any]) -> bool:
+    """Whether the prompt for ``text`` ends inside a ``<think>`` the template opened: read
+    from the rendered ids, not assumed from ``--thinking`` (most templates have no switch).
+    A backend that cannot render says no; the answer may still open a block itself."""
+    render = getattr(backend, "render", None)
+    if render is None:
+        return False
+    from mellea_local.backends.finish import prompt_opens_thinking as opens
+
+    try:
+        ids, _, _ = render(Message("user", text), ctx, model_options=options)
+        return opens(backend.tokenizer, ids)
+    except Exception:  # the generation right after raises it with its own message
+        return False
 
 
 def _short_model_name(model: str) -> str:
@@ -181,7 +219,8 @@ def run_chat(
                                   style="yellow", markup=False, highlight=False)
                 _print_help(console)
             continue
-        printer = StreamPrinter(console, thinking)
+        printer = StreamPrinter(
+            console, thinking and prompt_opens_thinking(backend, ctx, text, options))
         try:
             ctx = asyncio.run(_answer(backend, ctx, text, options, printer))
         except KeyboardInterrupt:

@@ -37,6 +37,28 @@ from mellea_local.core.tool_call import ModelToolCall
 Span = Component | CBlock | ModelOutputThunk
 SampleActionType = Span
 
+# The peer's ``mellea.core`` also holds these; here they live in later stages, which core
+# never imports (tests/test_import_graph.py). A peer script's ``from mellea.core import
+# Requirement`` still ports by renaming: the name resolves on first use (PEP 562) to the very
+# object ``mellea_local`` exports. Only this table resolves that way (tests/compat).
+PEER_ALIASES = {
+    "Requirement": "mellea_local.requirements",
+    "ValidationResult": "mellea_local.requirements",
+    "PartialValidationResult": "mellea_local.requirements",
+    "default_output_to_bool": "mellea_local.requirements",
+    "SamplingResult": "mellea_local.sampling",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = PEER_ALIASES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mellea_local.core' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "AudioBlock",
     "AudioUrlBlock",

@@ -181,6 +181,17 @@ class ModelOutputThunk(Generic[S]):
         self.generation.finish_reasons = None if reason is None else [reason]
 
     @property
+    def truncated(self) -> bool:
+        """True when the generation stopped at its token budget (``finish_reason ==
+        "length"``), so ``value`` is an answer cut off, not a complete one.
+
+        Why a property: a cut answer reads like a finished one ("Dear Olivia, I hope this
+        email"); a validation of it says so in every verdict's reason, and sampling results
+        carry the mark. Raise ``ModelOption.MAX_NEW_TOKENS`` to let it finish.
+        """
+        return self.finish_reason == "length"
+
+    @property
     def generate_log(self) -> GenerateLog | None:
         """The log entry of the call that produced this output (by reference)."""
         return self._generate_log

@@ -5,6 +5,10 @@
 and hand the rest to the checking engine (``checking.py``), which decides per requirement how it
 is judged (its validation_fn, an intrinsic adapter in one batch per intrinsic, or the model's
 yes/no answer) and returns the verdicts in order.
+
+An output cut off at its token budget (``thunk.truncated``) is judged as it stands, since a
+requirement may hold of a partial answer too, but never as if it were complete: every
+verdict's ``reason`` says the answer was cut off and how to let it finish.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
 from mellea_local.core.sync import run_sync
+from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import description_of, requirement_list
 from mellea_local.requirements.checking import check_requirements
 from mellea_local.requirements.requirement import Requirement, ValidationResult, reqify
@@ -45,10 +50,27 @@ async def avalidate(
     ``reqs`` is one requirement or a list of them; each needs a validation_fn or a non-blank
     description (``InvalidInputError`` / ``InputTypeError`` otherwise, before anything runs).
     """
-    return await check_requirements(
+    results = await check_requirements(
         _requirements(reqs), context, backend,
         output=output, format=format, model_options=model_options,
     )
+    judged = output if output is not None else context.last_output()
+    return mark_truncated(results, judged)
+
+
+TRUNCATED = ("the answer judged was cut off at its token budget (finish_reason 'length'), so "
+             "it is not a complete answer; raise ModelOption.MAX_NEW_TOKENS and generate again")
+
+
+def mark_truncated(results: list[ValidationResult], judged: Any) -> list[ValidationResult]:
+    """``results`` with the truncation note in every reason when ``judged`` was cut off."""
+    if not (isinstance(judged, ModelOutputThunk) and judged.truncated):
+        return results
+    return [
+        ValidationResult(r.result, reason=f"{r.reason}; {TRUNCATED}" if r.reason else TRUNCATED,
+                         score=r.score, thunk=r.thunk, context=r.context, error=r.error)
+        for r in results
+    ]
 
 
 def validate(

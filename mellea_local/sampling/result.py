@@ -30,8 +30,14 @@ class SamplingAttempt:
     validations: list[ValidationResult] = field(default_factory=list)
 
     @property
+    def truncated(self) -> bool:
+        """The sample stopped at its token budget: an answer cut off, not a complete one."""
+        return bool(getattr(self.sample, "truncated", False))
+
+    @property
     def passed(self) -> bool:
-        """Every requirement held (vacuously true without requirements)."""
+        """Every requirement held (vacuously true without requirements). For a sample cut off
+        at its budget (``truncated``) each verdict's reason says so (``avalidate``)."""
         return all(bool(v) for v in self.validations)
 
     @property
@@ -73,6 +79,12 @@ class SamplingResult:
     def sample(self) -> ComputedModelOutputThunk[Any]:
         """Alias of ``result``."""
         return self.chosen.sample
+
+    @property
+    def truncated(self) -> bool:
+        """The chosen sample stopped at its token budget: an answer cut off, not a complete
+        one (raise ``ModelOption.MAX_NEW_TOKENS``)."""
+        return self.chosen.truncated
 
     @property
     def value(self) -> str:

@@ -19,6 +19,7 @@ import torch
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TextStreamer
 
 from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
+from mellea_local.options import DEFAULT_MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
     from mellea_local.backends.hf.engine import Engine
@@ -86,6 +87,18 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return {int(i) for i in ids if i is not None}
 
 
+def default_budget(model: Any, prompt_tokens: int) -> int:
+    """New tokens for a call that set no budget: the model's generation_config
+    ``max_new_tokens`` when it has one, else ``DEFAULT_MAX_NEW_TOKENS`` (transformers' own
+    default is 20), at most the positions left after the prompt."""
+    own = getattr(model.generation_config, "max_new_tokens", None)
+    budget = own if isinstance(own, int) and own > 0 else DEFAULT_MAX_NEW_TOKENS
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(positions, int) and positions > prompt_tokens:
+        budget = min(budget, positions - prompt_tokens)
+    return max(budget, 1)
+
+
 def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
     """Generate with the base model, reusing and then storing the KV prefix cache.
 
@@ -102,6 +115,8 @@ def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
             return GenerationResult(new_ids=[], stopped_by_eos=False, cancelled=True)
         ids = torch.tensor([req.prompt_ids], device=device)
         kwargs = dict(req.gen_kwargs)
+        if "max_new_tokens" not in kwargs and "max_length" not in kwargs:
+            kwargs["max_new_tokens"] = default_budget(model, len(req.prompt_ids))
         if kwargs.get("stop_strings"):
             kwargs["tokenizer"] = tokenizer
         kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)

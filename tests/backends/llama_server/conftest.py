@@ -11,8 +11,8 @@ import importlib.util
 import pytest
 from real_model_selection import deselect_real_model_tests, report_deselected
 
-HOW = ("CMAKE_ARGS='-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF' "
-       "pip install 'mellea-local[llamacpp]' (or `make dev`)")
+HOW = ("scripts/install_llamacpp.sh .venv/bin/pip constraints.txt (a bounded, portable build; "
+       "or `make dev`)")
 _MISSING = [m for m in ("httpx", "gguf") if importlib.util.find_spec(m) is None]
 if _MISSING:  # nothing here can even be imported: leave the folder out, say why once
     collect_ignore_glob = ["test_*.py"]

@@ -1,0 +1,1 @@
+"""Mirrors the peer's ``mellea.stdlib.frameworks`` (problem-solving frameworks)."""
