@@ -65,7 +65,7 @@ def save_checkpoint(folder: Path, model: Any, optimizer: Any, state: dict[str, A
     tmp = fresh_folder(parent, f".{folder.name}-")
     try:
         for name, data in files.items():
-            write_durable(tmp, name, data)
+            write_durable(tmp, name, data, final=folder)
         fsync_folder(tmp)
         if old.exists():
             remove_own(old, FILES)

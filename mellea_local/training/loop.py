@@ -40,6 +40,7 @@ from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import TrainingDataError, TrainingDivergedError, TrainingError
 from mellea_local.intrinsics.scoring import category_tokens
+from mellea_local.training.checkpoint import FILES as CHECKPOINT_FILES
 from mellea_local.training.checkpoint import (
     load_checkpoint,
     remove_checkpoint,
@@ -66,6 +67,7 @@ from mellea_local.training.output import (
     fsync_folder,
     make_folders,
     output_error,
+    refuse_foreign,
     refuse_link,
     remove_own,
     write_durable,
@@ -434,6 +436,8 @@ def train_adapter(
     ckpt = folder / f"{cfg.kind}{CHECKPOINT}"
     refuse_link(out, "the adapter folder")
     refuse_link(ckpt, "the checkpoint folder")
+    for folder_ in (ckpt, ckpt.with_name(ckpt.name + ".old")):
+        refuse_foreign(folder_, CHECKPOINT_FILES, "a checkpoint folder")
     with OutputLock(folder, f"{cfg.kind}.lock", {"data": str(cfg.data)}):
         check_writable(folder)
         note(f"writing to {out}")
@@ -633,7 +637,7 @@ def _write_adapter(model: Any, out: Path, base: str, report: dict[str, Any],
     tmp = fresh_folder(out.parent, f".{out.name}.saving-")
     try:
         for name, data in files.items():
-            write_durable(tmp, name, data)
+            write_durable(tmp, name, data, final=out)
         fsync_folder(tmp)
         if not out.exists():
             os.rename(tmp, out)

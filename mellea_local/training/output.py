@@ -114,6 +114,18 @@ def refuse_link(path: Path, what: str) -> None:
             "another --out.")
 
 
+def refuse_foreign(folder: Path, names: tuple[str, ...], what: str) -> None:
+    """Refuse a folder training replaces whole (a checkpoint) when it holds anything training
+    does not write there: replacing it would carry the user's files off."""
+    if not folder.is_dir():
+        return
+    foreign = sorted(p.name for p in folder.iterdir() if p.name not in names)
+    if foreign:
+        raise TrainingOutputError(
+            f"{folder} ({what}) holds files training did not write ({', '.join(foreign[:5])}); "
+            "training replaces that folder whole. Move them elsewhere, or pass another --out.")
+
+
 def make_folders(root: Path, *parts: str) -> Path:
     """``root/parts...``, made one component at a time; a component that exists as a symlink
     (or a file) is refused. ``root`` itself is the user's to point anywhere."""
@@ -157,24 +169,30 @@ def output_error(exc: OSError, path: Path, doing: str) -> TrainingOutputError:
         f"Cannot {doing} at {path}: {exc.strerror or exc}. Pass an --out you can write to.")
 
 
-def write_durable(folder: Path, name: str, data: bytes) -> Path:
+def write_durable(folder: Path, name: str, data: bytes, *, final: Path | None = None) -> Path:
     """Write ``data`` to a new file ``folder/name`` (it must not exist: ``folder`` is a fresh
-    temporary folder), fsync it; a full disk is ``TrainingDiskFullError`` naming the path."""
+    temporary folder), fsync it; a full disk is ``TrainingDiskFullError`` naming ``final/name``
+    (where the file was going; the temporary folder means nothing to a user) or the path."""
     path = folder / name
+    shown = (final / name) if final is not None else path
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
-        raise output_error(exc, path, "write a file") from None
+        raise output_error(exc, shown, "write") from None
     return path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` to ``fd`` (the one place training's files meet the disk)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def fsync_folder(folder: Path) -> None:
