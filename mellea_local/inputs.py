@@ -280,13 +280,13 @@ def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return "does not exist"
+        return "does not exist; pass an existing file"
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
-        return "is a folder, not a file"
+        return "is a folder, not a file; pass a file"
     kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
             "a character device" if stat.S_ISCHR(mode) else
             "a block device" if stat.S_ISBLK(mode) else
