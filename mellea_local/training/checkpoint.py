@@ -168,16 +168,19 @@ def load_checkpoint(folder: Path, model: Any, optimizer: Any, key: str,
         originals = {name: params[name].detach().clone() for name in weights}
         for name, tensor in weights.items():
             params[name].copy_(tensor)
+    problem = None
     try:
         optimizer.load_state_dict(saved)
-        for group in optimizer.state.values():
-            for value in group.values():
-                if torch.is_tensor(value) and not torch.isfinite(value).all():
-                    raise ValueError("the optimizer state holds NaN or infinite values")
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        problem = f"{OPTIMIZER} does not fit this run's optimizer ({exc})"
+    else:
+        if any(torch.is_tensor(v) and not torch.isfinite(v).all()
+               for group in optimizer.state.values() for v in group.values()):
+            problem = f"{OPTIMIZER} holds NaN or infinite values"
+    if problem is not None:
         with torch.no_grad():  # leave the fresh model and optimizer as they were
             for name, tensor in originals.items():
                 params[name].copy_(tensor)
         optimizer.load_state_dict(before)
-        raise _problem(folder, f"{OPTIMIZER} does not fit this run's optimizer ({exc})") from None
+        raise _problem(folder, problem)
     return state
