@@ -223,17 +223,29 @@ def deduplicate(path: str | Path, examples: list[Example]) -> tuple[list[Example
 
 def split(examples: list[Example], *, validation: float, seed: int) -> tuple[
         list[Example], list[Example]]:
-    """Seeded split by source line (all checks of a line go to the same side); no check is on
-    both sides (deduplicate first: a check is then one example on one line)."""
+    """Seeded split by source line (all checks of a line go to the same side), stratified by
+    the line's labels so validation holds both classes where the data allows (balanced
+    accuracy is undefined on one); no check is on both sides (deduplicate first: a check is
+    then one example on one line)."""
     if not 0.0 <= validation < 1.0:
         raise TrainingDataError(f"validation={validation!r}: pass a fraction in [0, 1).")
-    lines = sorted({e.line for e in examples})
-    random.Random(seed).shuffle(lines)
-    held = set(lines[: round(len(lines) * validation)])
+    strata: dict[tuple[str, ...], set[int]] = {}
+    labels_of: dict[int, set[str]] = {}
+    for e in examples:
+        labels_of.setdefault(e.line, set()).add(e.label)
+    for line, labels in labels_of.items():
+        strata.setdefault(tuple(sorted(labels)), set()).add(line)
+    rng = random.Random(seed)
+    held: set[int] = set()
+    for stratum in sorted(strata):
+        lines = sorted(strata[stratum])
+        rng.shuffle(lines)
+        held.update(lines[: round(len(lines) * validation)])
     train = [e for e in examples if e.line not in held]
     if not train:
         raise TrainingDataError(
-            f"validation={validation} leaves no training line out of {len(lines)}; lower it.")
+            f"validation={validation} leaves no training line out of {len(labels_of)}; lower "
+            "it.")
     val = [e for e in examples if e.line in held]
     shared = {e.key for e in train} & {e.key for e in val}
     if shared:  # deduplicate() makes this impossible; a guard, not a path

@@ -120,19 +120,27 @@ def test_validation_never_shares_a_row_with_training_across_seeds(tmp_path):
 
 
 def test_a_training_side_of_one_class_is_refused(tmp_path):
-    # 2 "no" lines and 8 "yes": some seed puts both "no" lines in validation
+    # 2 "no" lines and 8 "yes": a validation share of 0.75 holds both "no" lines
     rows = [row(i, i < 8) for i in range(10)]
     path = write(tmp_path / "d.jsonl", rows)
     refused = 0
-    for seed in range(40):
+    for seed, share in [(0, 0.75), (1, 0.75), (0, 0.2), (1, 0.5)]:
         try:
-            data = load_training_data(path, validation=0.5, seed=seed)
+            data = load_training_data(path, validation=share, seed=seed)
         except TrainingDataError as exc:
             assert "training side of the split holds only ['yes']" in str(exc)
             refused += 1
         else:
             assert {e.label for e in data.train} == {"yes", "no"}
-    assert refused > 0
+    assert refused == 2
+
+
+def test_the_split_is_stratified_so_validation_holds_both_labels(tmp_path):
+    rows = [row(i, i % 5 == 0) for i in range(40)]  # 8 met, 32 unmet
+    path = write(tmp_path / "d.jsonl", rows)
+    for seed in range(10):
+        held = load_training_data(path, validation=0.2, seed=seed).validation
+        assert sorted(e.label for e in held).count("yes") == 2 and len(held) == 8
 
 
 def test_replay_is_drawn_at_the_ratio_and_never_holds_a_user_check(tmp_path):
