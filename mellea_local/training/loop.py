@@ -345,12 +345,13 @@ def validation_accuracy(model: Any, rows: list[Row], pad: int, table: Any, *,
 
 
 def scores_by_origin(rows: list[Row], verdicts: list[bool], positive: str
-                     ) -> dict[str, dict[str, Any] | None]:
+                     ) -> dict[str, Any]:
     """``requirements.metrics.binary_scores`` of all validation rows, the user's and the
-    replayed ones apart (None where a group has no row)."""
+    replayed ones apart (None where a group has no row), and the replayed ones per family
+    (``replay_by_family``, when the general data names its families)."""
     from mellea_local.requirements.metrics import binary_scores
 
-    out: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, Any] = {}
     for group in ("all", USER, REPLAY):
         pairs = [(r.label == positive, v) for r, v in zip(rows, verdicts, strict=True)
                  if group == "all" or r.origin == group]
@@ -359,6 +360,14 @@ def scores_by_origin(rows: list[Row], verdicts: list[bool], positive: str
             continue
         scores = binary_scores([y for y, _ in pairs], [v for _, v in pairs])
         out[group] = {**scores.as_dict(), "describe": scores.describe()}
+    families = sorted({r.family for r in rows if r.origin == REPLAY and r.family})
+    by_family: dict[str, Any] = {}
+    for family in families:
+        pairs = [(r.label == positive, v) for r, v in zip(rows, verdicts, strict=True)
+                 if r.origin == REPLAY and r.family == family]
+        scores = binary_scores([y for y, _ in pairs], [v for _, v in pairs])
+        by_family[family] = {**scores.as_dict(), "describe": scores.describe()}
+    out["replay_by_family"] = by_family or None
     return out
 
 
@@ -573,7 +582,7 @@ def _train(cfg: TrainConfig, data: TrainingData, source: str, base: str, intrins
     if verdicts is None and val_rows:
         verdicts = validation_predictions(model, val_rows, pad, table, alora=alora)
     validation = scores_by_origin(val_rows, verdicts or [], positive) if val_rows else {
-        "all": None, USER: None, REPLAY: None}
+        "all": None, USER: None, REPLAY: None, "replay_by_family": None}
     report = {
         "intrinsic": intrinsic, "kind": cfg.kind, "base_model": base,
         "labels": list(data.labels),

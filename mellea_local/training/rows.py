@@ -45,6 +45,7 @@ class Row:
     label: str  # the category answered
     line: int
     origin: str = "user"  # the user's data or the replayed general data (reported apart)
+    family: str | None = None  # the line's "family" field, when it has one
 
 
 def invocation_text(io: IOConfig) -> str:
@@ -118,7 +119,7 @@ def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
             long.append(f"line {ex.line}: {len(ids)} tokens")
         shared = adapter.strategy.base_cache_prefix(prompt.shared)
         rows.append(Row(ids, len(answers[ex.label]), shared, ex.label, ex.line,
-                        ex.origin))
+                        ex.origin, ex.family))
     if long:
         raise TrainingDataError(
             f"{len(long)} example(s) exceed --max-length {max_length} tokens (prompt, "

@@ -253,6 +253,7 @@ def test_the_readme_command_continues_and_replays_and_reports_each_part(
         assert scores["yes_f1"] is not None and "interval" in scores
         assert scores["too_small"] is True  # a few dozen checks: flagged
     assert any("too small" in line for line in lines)
+    assert set(report["validation"]["replay_by_family"]) == {"general"}
     assert report["notes"] and report["notes"][-1] == f"writing to {out}"
 
 
