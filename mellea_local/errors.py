@@ -7,6 +7,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
 
     MelleaLocalError
     ├── InvalidInputError [ValueError]     a public argument has a value it cannot take
+    │   ├── ThreadCountError               --threads above the CPUs this process may use
     │   ├── ModelOptionError               a model option out of its range
     │   │   └── ModelOptionTypeError [TypeError]
     │   ├── ContextError                   a context or compactor cannot do what was asked
@@ -38,6 +39,14 @@ written against the peer library keeps working. The tree (builtin bases in brack
     ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
     │   BatchRunError [RuntimeError], RayNotInstalledError [ImportError], BenchmarkError
     ├── GGUFExportError [ValueError]       a model or adapter llama.cpp cannot be given
+    ├── TrainingDataError [ValueError]     a training JSONL (or its file) cannot be used
+    ├── TrainingError [RuntimeError]       a training run cannot start or continue
+    │   ├── TrainingOutputError            --out unusable (shipped library, symlink, unwritable)
+    │   │   ├── TrainingLockedError        another run holds the output folder's lock
+    │   │   └── TrainingDiskFullError      the disk filled while writing; last checkpoint kept
+    │   ├── InitAdapterError               --init-from weights unusable (non-finite, shapes)
+    │   ├── CheckpointError                a checkpoint that fails validation before resume
+    │   └── TrainingDivergedError          a non-finite loss or weight at a named step
     └── LlamaServerError                   a llama-server call failed
         ├── LlamaServerUnavailableError [ConnectionError]
         ├── LlamaServerResponseError, LlamaServerAdapterError [ValueError]
@@ -401,3 +410,59 @@ class TrainingDataError(MelleaLocalError, ValueError):
 class TrainingError(MelleaLocalError, RuntimeError):
     """A training run cannot start or continue (an option that cannot be honoured, a
     checkpoint from a different run)."""
+
+
+class TrainingOutputError(TrainingError):
+    """``--out`` cannot take the adapter: the shipped library by default, a symlink training
+    did not create, a folder that is not writable, an empty path. Raised before any step."""
+
+
+class TrainingLockedError(TrainingOutputError):
+    """Another training run holds the lock on this output folder; ``holder`` describes it
+    (pid, host, start time). Its checkpoint is untouched."""
+
+    def __init__(self, message: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.holder))
+
+
+class TrainingDiskFullError(TrainingOutputError):
+    """The disk filled (ENOSPC / EDQUOT) while training wrote ``path``; the last good checkpoint
+    and any earlier adapter are intact (every write goes to a temporary file first)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.path))
+
+
+class InitAdapterError(TrainingError):
+    """``--init-from`` (or the shipped adapter a run starts from) cannot seed this run: its
+    weights are not finite, or a tensor's name or shape is not this model's adapter's."""
+
+
+class CheckpointError(TrainingError):
+    """A checkpoint failed validation before resume (non-finite or missing tensors, other
+    shapes, a step outside the run); nothing was resumed from it."""
+
+
+class TrainingDivergedError(TrainingError):
+    """The loss or a trainable weight became NaN or infinite; ``step`` names the step. The last
+    good checkpoint is kept, and no adapter is written from the bad weights."""
+
+    def __init__(self, message: str, step: int = 0) -> None:
+        super().__init__(message)
+        self.step = step
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.step))
+
+
+class ThreadCountError(InvalidInputError):
+    """``--threads`` (or ``threads=``) asks for more threads than the CPUs this process may use
+    (its affinity mask); refused before any thread is created."""

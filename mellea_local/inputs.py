@@ -15,7 +15,9 @@ import json
 import logging
 import math
 import numbers
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -157,12 +159,27 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, what: str) -> Any:
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+class _DuplicateKey(Exception):  # internal signal, turned into a JSONDecodeError below
+    pass
+
+
+def loads_json(text: str | bytes, what: str, *, unique_keys: bool = False) -> Any:
     """``json.loads(text)``, refusing JSON nested deeper than ``MAX_JSON_DEPTH``.
 
     Raises ``json.JSONDecodeError`` for text that is not JSON and for nesting too deep (a
     ``JSONDecodeError`` whose message names ``what`` and the limit), never ``RecursionError``:
     callers already turn a decode error into their own typed error for one line or one file.
+    ``unique_keys`` also refuses an object holding a key twice (``json.loads`` keeps the last
+    silently, so ``{"label": true, "label": false}`` would train on whichever came last).
     """
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
@@ -170,7 +187,12 @@ def loads_json(text: str | bytes, what: str) -> Any:
         raise json.JSONDecodeError(
             f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0)
     try:
+        if unique_keys:
+            return json.loads(text, object_pairs_hook=_unique_pairs)
         return json.loads(text)
+    except _DuplicateKey as exc:
+        raise json.JSONDecodeError(
+            f"{what} holds the key {exc.args[0]!r} twice; keep one", text, 0) from None
     except RecursionError:  # a depth json_depth miscounted (unbalanced text): still refused
         raise json.JSONDecodeError(
             f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it", text, 0) from None
@@ -233,3 +255,40 @@ def check_number(value: Any, argument: str, *, minimum: float, fix: str,
         bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
         raise InvalidInputError(f"{argument} is {value!r}; it must be finite and {bound}; {fix}.")
     return float(value)
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at ``\n`` only (a ``\r`` before it dropped).
+
+    Not ``str.splitlines()``: it also splits at U+2028, U+2029, U+0085 and other separators
+    that valid JSON may hold raw inside a string (``json.dumps(ensure_ascii=False)`` writes
+    them so), which would break one line in two and shift every later line number. The one
+    reader of JSONL lines: ``check``, ``bench`` and ``train`` split files with it.
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def regular_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read as a data file, or None when it is a regular file.
+
+    Asked with ``stat`` before any ``open``: opening a FIFO blocks until a writer comes, and
+    a device such as ``/dev/zero`` reads forever; a folder is named as one.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist; pass an existing file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file; pass a file"
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
+            "a character device" if stat.S_ISCHR(mode) else
+            "a block device" if stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return f"is {kind}, which could block or never end; pass a regular file"

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from mellea_local.errors import InvalidInputError
+from mellea_local.errors import InvalidInputError, ThreadCountError
 
 log = logging.getLogger("mellea_local.threads")
 
@@ -109,13 +109,25 @@ def _torch() -> Any:
     return torch
 
 
-def check_threads(threads: object, what: str = "--threads") -> int:
-    """``threads`` as a positive int, or an ``InvalidInputError`` naming ``what``."""
+def check_threads(threads: object, what: str = "--threads", cpus: int | None = None) -> int:
+    """``threads`` as an int from 1 to the usable CPUs, or a typed error naming ``what``.
+
+    The one owner of this bound: every command's ``--threads`` and every ``threads=`` pass
+    here before any thread exists. More threads than usable CPUs is never faster (see the
+    module docstring), and ``--threads 10000`` once drove a 2-core machine's load average to
+    2,415 (``train`` hung). ``cpus`` defaults to ``usable_cpus()``.
+    """
     if isinstance(threads, bool) or not isinstance(threads, int):
         raise InvalidInputError(f"{what} {threads!r}: pass a whole number of threads, 1 or "
                                 "more.")
     if threads < 1:
         raise InvalidInputError(f"{what} {threads}: pass at least 1 thread.")
+    cpus = usable_cpus() if cpus is None else cpus
+    if threads > cpus:
+        raise ThreadCountError(
+            f"{what} {threads}: this process may use {cpus} CPU(s) (its affinity mask), and "
+            "more threads than CPUs only fight over them (measured up to 25x slower); pass "
+            f"--threads {cpus} or fewer (or leave it out for the default).")
     return threads
 
 
@@ -139,9 +151,11 @@ def apply_threads(threads: int | None = None, *, warn: bool = True) -> ThreadCho
     """Set torch's CPU thread count: ``threads`` when given, else the default unless the caller
     set one; returns the choice. Warns once per process in the known-slow case."""
     cpus, load = usable_cpus(), load_average()
+    if threads is not None:  # checked before torch is touched: no thread exists yet
+        check_threads(threads, cpus=cpus)
     torch = _torch()
     if threads is not None:
-        count, source = check_threads(threads), "flag"
+        count, source = threads, "flag"
     elif _state["applied"] is not None and torch.get_num_threads() == _state["applied"]:
         count, source = int(_state["applied"]), "default"  # chosen once per process
     elif caller_set_threads():

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mellea_local.cli import app
-from mellea_local.errors import InvalidInputError
+from mellea_local.errors import InvalidInputError, ThreadCountError
 from mellea_local.threads import (
     check_threads,
     default_threads,
@@ -164,7 +164,7 @@ def test_the_check_command_honours_threads(tmp_path):
         from mellea_local.cli import app
         app(sys.argv[1:], standalone_mode=False)
         print(json.dumps({"threads": torch.get_num_threads()}))
-    """, cpus=2, load=0.0, args=("check", str(data), "-o", str(tmp_path / "out.jsonl"),
+    """, cpus=4, load=0.0, args=("check", str(data), "-o", str(tmp_path / "out.jsonl"),
                                  "--threads", "3"))
     assert seen["threads"] == 3
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 1
@@ -198,3 +198,72 @@ def test_threads_reach_each_ray_actor():
     assert ray_options("ray", 2, None, None, None, 3).threads == 3
     assert ray_options("ray", 2, None, None, None).threads == 1  # one per actor by default
     assert ray_options("local", None, None, None, None, 3) is None
+
+
+def test_more_threads_than_usable_cpus_is_refused_with_the_reason():
+    with pytest.raises(ThreadCountError, match=r"--threads 10000: this process may use 2 CPU"):
+        check_threads(10000, cpus=2)
+    assert check_threads(2, cpus=2) == 2
+    with pytest.raises(ThreadCountError, match=f"may use {usable_cpus()} CPU"):
+        check_threads(usable_cpus() + 1)
+
+
+def _thread_commands() -> dict[str, list[str]]:
+    """Every command of the CLI (sub-commands included) that takes --threads, by its path."""
+    import typer
+
+    found: dict[str, list[str]] = {}
+
+    def walk(command, path: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+        if any("--threads" in getattr(p, "opts", ()) for p in command.params):
+            found[" ".join(path)] = path
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_the_commands_that_take_threads_are_the_ones_checked_below():
+    assert set(_thread_commands()) == set(THREAD_COMMANDS)
+
+
+THREAD_COMMANDS = ["demo", "check", "chat", "react", "bench", "train"]
+
+
+@pytest.mark.parametrize("command", THREAD_COMMANDS)
+def test_threads_10000_is_refused_before_any_thread_is_created(command, tmp_path, monkeypatch):
+    import threading
+
+    import torch
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a thread count reached torch")
+
+    monkeypatch.setattr(torch, "set_num_threads", tripwire)
+    monkeypatch.setattr("mellea_local.backends.loading.load_pretrained", tripwire)
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"},
+                                             {"role": "assistant", "content": "Hello."}],
+                                "requirement": "Be brief.", "label": True}) + "\n")
+    extra = {"check": [str(data), "-o", str(tmp_path / "o.jsonl")], "train": [str(data)],
+             "react": ["What is 2 + 2?"]}.get(command, [])
+    before = threading.active_count()
+    result = CliRunner().invoke(app, [command, *extra, "--threads", "10000"])
+    assert result.exit_code == 2, result.output
+    assert "--threads 10000: this process may use" in " ".join(result.output.split())
+    assert threading.active_count() == before
+
+
+def test_apply_threads_and_train_config_refuse_before_torch_is_told(monkeypatch):
+    import torch
+
+    from mellea_local.threads import apply_threads
+    from mellea_local.training import TrainConfig
+
+    monkeypatch.setattr(torch, "set_num_threads",
+                        lambda n: pytest.fail("a thread count reached torch"))
+    with pytest.raises(ThreadCountError):
+        apply_threads(10000)
+    with pytest.raises(ThreadCountError):
+        TrainConfig(data="unused.jsonl", threads=10000).check()

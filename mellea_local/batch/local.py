@@ -53,7 +53,7 @@ from rich.text import Text
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import CheckFileError, LineError
-from mellea_local.inputs import loads_json
+from mellea_local.inputs import jsonl_lines, loads_json
 from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
 from mellea_local.messages import Message
 from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
@@ -137,19 +137,6 @@ def read_done(output: Path) -> set[int]:
                 f"The output {str(output)!r} ends with a line that is not a check record; -o "
                 "must name a new file or the output of an earlier check run. Pass another -o.")
     return done
-
-
-def jsonl_lines(text: str) -> list[str]:
-    """The lines of a JSONL text, split at ``\n`` only (a ``\r`` before it dropped).
-
-    Not ``str.splitlines()``: it also splits at U+2028, U+2029, U+0085 and other separators
-    that valid JSON may hold raw inside a string (``json.dumps(ensure_ascii=False)`` writes
-    them so), which would break one line in two and shift every later line number.
-    """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
 
 
 def _check_record(row: str) -> dict[str, Any] | None:

@@ -85,9 +85,24 @@ DtypeOpt = Annotated[
                  help="float32, bfloat16 or float16 (default: per device; the embedded model "
                  "runs in float32 only)."),
 ]
+
+
+def _check_threads(value: int | None) -> int | None:
+    """Bounded by the usable CPUs when the command line is parsed, before any thread exists
+    (``threads.check_threads`` owns the rule)."""
+    if value is None:
+        return None
+    from mellea_local.threads import check_threads
+
+    try:
+        return check_threads(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 ThreadsOpt = Annotated[
     int | None,
-    typer.Option("--threads", min=1,
+    typer.Option("--threads", min=1, callback=_check_threads,
                  help="torch CPU threads (default: the CPUs this process may use less the "
                  "current load average, at least 1; more threads than free cores run slower, "
                  "not faster)."),

@@ -1,18 +1,22 @@
 """``mellea-local train``: a requirement-check aLoRA (or LoRA) from a labelled JSONL.
 
-Draws a progress bar with the running loss and ETA, prints validation accuracy per epoch, and
-ends with where the adapter is and the command that uses it. Interrupted (Ctrl-C or killed),
-the same command resumes from the last checkpoint.
+Says before the first step where the adapter will go (the user's library by default, never
+the shipped one unless named), what it starts from (the shipped adapter of the model when
+there is one) and what general data it replays; draws a progress bar with the running loss
+and ETA; ends with the validation report on stdout (balanced accuracy with its 95 % interval
+and yes/no F1, the user's lines and the replayed lines apart, a warning when the split is too
+small to mean much), where the adapter is and the command that uses it. Interrupted (Ctrl-C
+or killed), the same command resumes from the last checkpoint.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from mellea_local.cli.options import DebugOpt, DeviceOpt, DtypeOpt, run_guarded
+from mellea_local.cli.options import DebugOpt, DeviceOpt, DtypeOpt, ThreadsOpt, run_guarded
 
 TRAIN_EPILOG = (
     "DATA: the `check` format with labels, one JSON object a line, e.g.\n\n"
@@ -23,9 +27,14 @@ TRAIN_EPILOG = (
     "Or the peer's rows, {\"item\": \"...\", \"label\": \"T\"} with two labels: they train a "
     "custom intrinsic (--intrinsic NAME) whose io.yaml is written beside the adapter.\n\n"
     "Every line is checked before the model loads; all bad lines are listed at once.\n\n"
-    "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json). "
+    "Output: OUT/requirement-check/<base>/<alora|lora>/ (adapter, io.yaml, training.json); "
+    "OUT defaults to $MELLEA_LOCAL_HOME/adapters or ~/.cache/mellea-local/adapters. "
     "Use it with --adapter that folder, or `backend.add_adapter('requirement-check', "
-    "roots=\\[OUT])`. Rerunning the same command after an interruption resumes."
+    "roots=\\[OUT])`. Rerunning the same command after an interruption resumes.\n\n"
+    "When the model has a shipped adapter of this kind, training continues it (its rank, "
+    "alpha and modules) and replays as many lines of the general data it learned as you "
+    "give (--replay-ratio), so your family is added without erasing the others; "
+    "--from-scratch starts a fresh adapter."
 )
 
 
@@ -36,8 +45,10 @@ def train_command(
         "(smollm2-135m) or 'embedded'.")] = "embedded",
     kind: Annotated[str, typer.Option(help="alora (reuses the base KV cache) or lora.")
                     ] = "alora",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Adapter library root to write into.")
-                   ] = Path("adapters"),
+    out: Annotated[str | None, typer.Option(
+        "--out", "-o", help="Adapter library root to write into (default: "
+        "$MELLEA_LOCAL_HOME/adapters, else ~/.cache/mellea-local/adapters; the shipped "
+        "library only when named here).")] = None,
     intrinsic: Annotated[str | None, typer.Option(
         help="For the peer's item/label rows: the custom intrinsic's name (default "
         "custom-check).")] = None,
@@ -47,8 +58,13 @@ def train_command(
     batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 8,
     lr: Annotated[float, typer.Option(
         help="Peak learning rate (linear warm-up, then decay to a tenth).")] = 1e-3,
-    rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 32,
-    alpha: Annotated[int, typer.Option(min=1, help="LoRA alpha.")] = 32,
+    rank: Annotated[int | None, typer.Option(
+        min=1, help="LoRA rank (default: the adapter started from, else 32).")] = None,
+    alpha: Annotated[int | None, typer.Option(
+        min=1, help="LoRA alpha (default: the adapter started from, else 32).")] = None,
+    target_modules: Annotated[str | None, typer.Option(
+        "--target-modules", help="Comma-separated module names (default: the adapter "
+        "started from, else q_proj,k_proj,v_proj).")] = None,
     validation: Annotated[float, typer.Option(
         help="Share of lines held out for validation accuracy.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Seeds the split, batches and init.")] = 0,
@@ -59,10 +75,17 @@ def train_command(
         "--gradient-checkpointing", help="Trade compute for memory.")] = False,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1)] = 25,
     init_from: Annotated[Path | None, typer.Option(
-        "--init-from", help="Start from this trained adapter folder's weights (same --kind, "
-        "--rank, --alpha): more epochs or more data without starting over.")] = None,
-    threads: Annotated[int | None, typer.Option(
-        min=1, help="torch CPU threads (1 is steadiest on a shared machine).")] = None,
+        "--init-from", help="Start from this trained adapter folder's weights (its rank, "
+        "alpha and modules unless given): more epochs or more data without starting over.")
+    ] = None,
+    from_scratch: Annotated[bool, typer.Option(
+        "--from-scratch", "--no-init", help="Train a fresh adapter instead of continuing the "
+        "shipped one.")] = False,
+    replay_ratio: Annotated[float | None, typer.Option(
+        "--replay-ratio", min=0.0, max=10.0, help="Lines of the model's general training "
+        "data mixed in per line of yours (default 1 when continuing the shipped adapter, "
+        "else 0).")] = None,
+    threads: ThreadsOpt = None,
     restart: Annotated[bool, typer.Option(
         "--restart", help="Discard a checkpoint of an earlier run instead of resuming.")
     ] = False,
@@ -89,27 +112,38 @@ def train_command(
         from mellea_local.training import TrainConfig, train_adapter
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        modules = None
+        if target_modules is not None:
+            modules = tuple(m.strip() for m in target_modules.split(",") if m.strip())
+            if not modules:
+                raise typer.BadParameter("pass module names, e.g. q_proj,k_proj,v_proj",
+                                         param_hint="--target-modules")
         cfg = TrainConfig(
-            data=str(data), model=model, kind=kind, out_root=str(out), intrinsic=intrinsic,
+            data=str(data), model=model, kind=kind, out_root=out, intrinsic=intrinsic,
             epochs=epochs,
             max_steps=max_steps, batch_size=batch_size, lr=lr, rank=rank, alpha=alpha,
-            validation=validation, seed=seed, max_length=max_length,
+            target_modules=modules, validation=validation, seed=seed, max_length=max_length,
             gradient_checkpointing=gradient_checkpointing, checkpoint_every=checkpoint_every,
-            init_from=str(init_from) if init_from else None, device=device, dtype=dtype,
-            threads=threads)
+            init_from=str(init_from) if init_from else None, from_scratch=from_scratch,
+            replay_ratio=replay_ratio, device=device, dtype=dtype, threads=threads)
         console = Console(stderr=True, soft_wrap=True)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn(),
                    TextColumn("eta"), TimeRemainingColumn())
         with Progress(*columns, console=console, transient=False) as progress:
-            result = train_adapter(cfg, restart=restart, progress=progress)
+            result = train_adapter(cfg, restart=restart, progress=progress,
+                                   say=lambda line: console.print(line, markup=False,
+                                                                  highlight=False))
         report = result.report
         for entry in report["validation_accuracy"]:
-            acc = entry["accuracy"]
+            acc, bal = entry["accuracy"], entry.get("balanced_accuracy")
             console.print(f"epoch {entry['epoch']} (step {entry['step']}): validation accuracy "
-                          + ("n/a (no validation lines)" if acc is None else f"{acc:.3f}"))
+                          + ("n/a (no validation lines)" if acc is None else f"{acc:.3f}")
+                          + ("" if bal is None else f", balanced {bal:.3f}"))
         console.print(f"torch threads: {report['torch_threads']}, device: {report['device']}")
-        typer.echo(str(result.path))
+        for line in validation_lines(report):
+            typer.echo(line)
+        typer.echo(f"adapter written to {result.path}")
         if report["intrinsic"] == REQUIREMENT_CHECK:
             console.print(f"use it: mellea-local check DATA -o OUT --model {model} --adapter "
                           f"{result.path}")
@@ -118,5 +152,31 @@ def train_command(
                 f"use it: backend.add_adapter({str(result.path)!r}); mellea_local.intrinsic("
                 f"backend, {report['intrinsic']!r}, ChatContext().add(Message('user', item)))"
                 f" -> {{'label': P({report['labels'][0]!r})}}")
+        typer.echo(str(result.path))
 
     run_guarded(debug, work)
+
+
+GROUPS = (("user", "your data"), ("replay", "replayed general data"))
+
+
+def validation_lines(report: dict[str, Any]) -> list[str]:
+    """The report's validation figures as a user reads them: balanced accuracy with its 95 %
+    interval and yes/no F1 for the user's lines and the replayed ones apart, and a warning
+    when a split is too small for the figure to mean much."""
+    validation = report.get("validation") or {}
+    lines = []
+    for group, title in GROUPS:
+        scores = validation.get(group)
+        if scores is None:
+            continue
+        lines.append(f"validation, {title}: {scores['describe']}; yes-F1 "
+                     f"{scores['yes_f1']:.3f}, no-F1 {scores['no_f1']:.3f}")
+        if scores["too_small"]:
+            lines.append(f"warning: the validation split of {title} is too small to tell "
+                         "how the adapter does on new lines; measure it on held-out data "
+                         "(mellea-local check with labels) before trusting it")
+    if not lines:
+        lines.append("validation: none (--validation 0 or too few lines); nothing measured "
+                     "how the adapter does on new lines")
+    return lines

@@ -44,6 +44,8 @@ class Row:
     shared: int  # where the adapter starts acting (an aLoRA's invocation; 0 for a LoRA)
     label: str  # the category answered
     line: int
+    origin: str = "user"  # the user's data or the replayed general data (reported apart)
+    family: str | None = None  # the line's "family" field, when it has one
 
 
 def invocation_text(io: IOConfig) -> str:
@@ -116,7 +118,8 @@ def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
         if len(ids) > max_length:
             long.append(f"line {ex.line}: {len(ids)} tokens")
         shared = adapter.strategy.base_cache_prefix(prompt.shared)
-        rows.append(Row(ids, len(answers[ex.label]), shared, ex.label, ex.line))
+        rows.append(Row(ids, len(answers[ex.label]), shared, ex.label, ex.line,
+                        ex.origin, ex.family))
     if long:
         raise TrainingDataError(
             f"{len(long)} example(s) exceed --max-length {max_length} tokens (prompt, "
