@@ -8,7 +8,8 @@ Near misses (one contraction in a formal email, a date in the wrong format, four
 three were asked) are there on purpose. Nothing here comes from the training scripts, and no
 training script reads this file: it is an evaluation split only.
 
-    python scripts/build_user_style_checks.py   # writes benchmarks/data/requirement-check/user-style.jsonl
+    python scripts/build_user_style_checks.py
+    # writes benchmarks/data/requirement-check/user-style.jsonl
 """
 
 from __future__ import annotations
