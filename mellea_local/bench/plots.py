@@ -122,12 +122,13 @@ SMALL_NOTE = "hatched: too few checks to mean much (< 50, or < 10 of one label)"
 
 
 def _adapter_note(adapters: dict[str, dict[str, Any]]) -> str:
-    """``alora: SmolLM2-135M-Instruct/alora`` for each adapter: which weights the bars are."""
+    """``name = SmolLM2-135M-Instruct/alora``, one line per adapter: which weights the bars
+    are."""
     parts = []
     for name, info in adapters.items():
         path = Path(info.get("path", ""))
         parts.append(f"{name} = {path.parent.name}/{path.name}" if path.name else name)
-    return "; ".join(parts)
+    return "\n".join(parts)
 
 
 def plot_accuracy(accuracy: dict[str, Any], path: str | Path, *, split: str = "",
@@ -185,7 +186,7 @@ def accuracy_figure(accuracy: dict[str, Any], *, split: str = "", model: str = "
         labels.append(f"{'OVERALL' if group == 'overall' else short(group)}\n"
                       f"n={cell['n']} ({cell['positives']} met){flag}")
     ax.set_yticks(range(len(groups)), labels, fontsize="small")
-    ax.invert_yaxis()
+    ax.set_ylim(len(groups) - 0.5, -0.5)  # top to bottom, overall first
     ax.set_xlim(0, 1.24)  # room right of 1.0 for the figures' labels
     ax.axvline(1.0, color="black", linewidth=0.6)
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
@@ -196,7 +197,7 @@ def accuracy_figure(accuracy: dict[str, Any], *, split: str = "", model: str = "
     title = (f"{head}requirement-check balanced accuracy per family, model {model or '?'} "
              f"({accuracy['examples']} checks, {accuracy.get('labels_true', '?')} met)")
     note = _adapter_note(adapters or {})
-    ax.set_title(title + (f"\nadapters: {note}" if note else ""), fontsize="medium")
+    ax.set_title(title + (f"\nadapters: {note}" if note else ""), fontsize="medium", wrap=True)
     handles += [Patch(facecolor="white", edgecolor="black", hatch="///", label=SMALL_NOTE),
                 ax.plot([], [], color="grey", linestyle="--",
                         label="always yes / always no (0.5)")[0]]
