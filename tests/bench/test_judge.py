@@ -171,7 +171,7 @@ def test_only_limit_and_the_splits(tmp_path):
     # --split picks, in the order asked; an absent one asked for is an error naming its file.
     found, _ = accuracy_splits("smollm2-135m", None, ("user-style", "held-out"), locate=locate)
     assert [s.name for s in found] == ["user-style", "held-out"]
-    with pytest.raises(BenchConfigError, match="SmolLM2-135M-Instruct.families.jsonl"):
+    with pytest.raises(BenchConfigError, match=r"SmolLM2-135M-Instruct\.families\.jsonl"):
         accuracy_splits("smollm2-135m", None, ("held-out-families",), locate=locate)
     # --dataset is a split of its own; the embedded model without --split: the synthetic set.
     found, _ = accuracy_splits("smollm2-135m", Path("mine.jsonl"))

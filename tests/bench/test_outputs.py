@@ -250,7 +250,6 @@ def test_cli_helpers():
     assert parse_lengths(None) is None
     with pytest.raises(ValueError, match="comma-separated"):
         parse_lengths("128;512")
-    from pathlib import Path
 
     line = command_line({"quick": True, "name": None, "out_dir": None,
                          "seed": 9000, "device": "cuda", "skip": ["react", "batched"],
