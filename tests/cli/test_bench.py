@@ -87,6 +87,7 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
         assert "Skipped: the embedded model" in md
         assert "accuracy skipped:" in result.output
     assert f"wrote {tmp_path / 'q.json'}" in result.output
+    assert f"results in {tmp_path.resolve()}/ (the report: q.md)" in result.output
 
 
 def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp_path):
