@@ -8,6 +8,10 @@ text. Without a dataset, the embedded model's held-out set is drawn from
 ``mellea_local.embedded.checks`` with a seed its training never uses.
 
 A verdict is ``score > 0.5``, exactly as ``check`` and ``requirement_check_to_bool`` decide.
+Every cell (a family, or overall) carries the field's figures from
+``mellea_local.requirements.metrics.binary_scores``: balanced accuracy with its 95 % bootstrap
+interval, yes-F1, no-F1, and whether the cell is too small to mean much; plain accuracy stays
+beside them. The always-yes and always-no floors are scored the same way (``floor_rows``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from mellea_local.intrinsics.score import REQUIREMENT_CHECK
 from mellea_local.launch import read_utf8
 from mellea_local.messages import Message
 from mellea_local.requirements.dataset import parse_line
+from mellea_local.requirements.metrics import binary_scores
 
 INTRINSIC = REQUIREMENT_CHECK
 HELD_OUT_SEED = 9_000
@@ -125,16 +130,39 @@ def check_adapters(backend: Any) -> list[Any]:
     return sorted(serving, key=lambda a: (a.strategy.preference, a.name))
 
 
-def _cell(correct: int, n: int) -> dict[str, Any]:
-    return {"n": n, "correct": correct, "accuracy": correct / n if n else None}
+def score_cell(labels: list[bool], verdicts: list[bool]) -> dict[str, Any]:
+    """One cell of a result: ``n``, ``correct``, ``accuracy`` and ``binary_scores``'s figures
+    (``positives``, ``balanced_accuracy``, ``interval``, ``yes_f1``, ``no_f1``,
+    ``too_small``), plus ``said_yes`` (the share of yes verdicts: 1.0 is a checker that
+    always says yes, whatever it reads)."""
+    if not labels:
+        return {"n": 0, "correct": 0, "accuracy": None, "positives": 0,
+                "balanced_accuracy": None, "interval": None, "yes_f1": None, "no_f1": None,
+                "too_small": True, "said_yes": None}
+    scores = binary_scores(labels, verdicts).as_dict()
+    return {"n": scores["n"], "correct": sum(y == p for y, p in zip(labels, verdicts, strict=True)),
+            "accuracy": scores["accuracy"], "positives": scores["positives"],
+            "balanced_accuracy": scores["balanced_accuracy"], "interval": scores["interval"],
+            "yes_f1": scores["yes_f1"], "no_f1": scores["no_f1"],
+            "too_small": scores["too_small"], "said_yes": sum(verdicts) / len(verdicts)}
 
 
 def accuracy_frame(items: list[LabelledItem]) -> dict[str, Any]:
-    """The result's skeleton: example count, how many labels are true (what always-yes
-    scores, the floor any row is read against), families; ``adapters`` filled per adapter."""
+    """The result's skeleton: example count, how many labels are true, families, the
+    always-yes and always-no floors (``floors``); ``adapters`` filled per adapter."""
+    families = family_order(items)
     return {"examples": sum(len(item.requirements) for item in items),
             "labels_true": sum(sum(item.labels) for item in items),
-            "families": family_order(items), "adapters": {}}
+            "families": families, "adapters": {}, "floors": floor_rows(items, families)}
+
+
+def floor_rows(items: list[LabelledItem], families: list[str]) -> dict[str, dict[str, Any]]:
+    """What answering always yes, or always no, scores: balanced accuracy 0.5 by definition,
+    plain accuracy the share of that label, and one F1 of 0. The floors every row is read
+    against."""
+    return {f"always {word}": adapter_accuracy(
+        items, families, "floor", [[answer] * len(item.labels) for item in items], 0.0)
+        for word, answer in (("yes", True), ("no", False))}
 
 
 def adapter_accuracy(
@@ -143,20 +171,22 @@ def adapter_accuracy(
 ) -> dict[str, Any]:
     """One adapter's entry from its verdicts (one list per item, one bool per requirement)
     and the seconds its checks took; the local and the Ray engine both tally here."""
-    right = dict.fromkeys(families, 0)
-    total = dict.fromkeys(families, 0)
+    labels: dict[str, list[bool]] = {f: [] for f in families}
+    said: dict[str, list[bool]] = {f: [] for f in families}
     for item, got in zip(items, verdicts, strict=True):
         for verdict, label, family in zip(got, item.labels, item.families, strict=True):
-            total[family] += 1
-            right[family] += verdict == label
-    per_family = {f: _cell(right[f], total[f]) for f in families}
-    n = sum(total.values())
+            labels[family].append(label)
+            said[family].append(bool(verdict))
+    per_family = {f: score_cell(labels[f], said[f]) for f in families}
+    overall = score_cell([y for f in families for y in labels[f]],
+                         [p for f in families for p in said[f]])
+    n = overall["n"]
+    accuracies = [c["accuracy"] for c in per_family.values() if c["accuracy"] is not None]
     return {
         "kind": kind,
         "families": per_family,
-        "overall": _cell(sum(right.values()), n),
-        "mean_family_accuracy": (sum(c["accuracy"] for c in per_family.values())
-                                 / len(per_family)) if per_family else None,
+        "overall": overall,
+        "mean_family_accuracy": sum(accuracies) / len(accuracies) if accuracies else None,
         "ms_per_check": 1000 * seconds / n if n else None,
     }
 
@@ -197,8 +227,9 @@ def evaluate_accuracy(
 ) -> dict[str, Any]:
     """Accuracy per family per adapter: ``{"examples", "families", "adapters": {name: ...}}``.
 
-    Each adapter entry holds ``kind``, ``families`` (``{family: {n, correct, accuracy}}``),
-    ``overall``, ``mean_family_accuracy`` and ``ms_per_check``. ``adapters`` defaults to every
+    Each adapter entry holds ``kind``, ``families`` (``{family: cell}``, a cell as
+    ``score_cell`` makes it), ``overall``, ``mean_family_accuracy`` and ``ms_per_check``;
+    ``floors`` holds the always-yes and always-no rows. ``adapters`` defaults to every
     requirement-check adapter on the backend; ``tick`` is called once per item per adapter.
     """
     return asyncio.run(aevaluate_accuracy(backend, items, adapters=adapters, tick=tick))

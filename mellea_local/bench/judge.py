@@ -181,20 +181,23 @@ def judge_rows(
     return rows
 
 
-def points_vs_judge(acc: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Each adapter's accuracy minus each judge variant's, in points, per family and overall.
+def points_vs_judge(acc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each adapter's balanced accuracy minus each judge variant's, in points, per family and
+    overall.
 
-    ``{adapter: {variant: {"families": {family: points}, "overall": points}}}``; a family the
-    judge or the adapter has no checks in gets None.
+    ``{adapter: {variant: {"families": {family: points}, "overall": points}}}``; a cell where
+    either balanced accuracy is undefined (one label only) gets None. Whether a cell is too
+    small to mean anything is the cells' own ``too_small``, which a report shows instead of
+    the points.
     """
     def diff(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-        if a["accuracy"] is None or b["accuracy"] is None:
+        if a["balanced_accuracy"] is None or b["balanced_accuracy"] is None:
             return None
-        return round(100 * (a["accuracy"] - b["accuracy"]), 2)
+        return round(100 * (a["balanced_accuracy"] - b["balanced_accuracy"]), 2)
 
     rows = acc["adapters"]
     judges = [name for name in rows if rows[name]["kind"] == "judge"]
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, row in rows.items():
         if row["kind"] == "judge":
             continue

@@ -118,29 +118,88 @@ def latency_figure(checks: dict[str, Any], *, react: dict[str, Any] | None = Non
     return fig
 
 
-def plot_accuracy(accuracy: dict[str, Any], path: str | Path) -> Path:
-    """Grouped bars: accuracy per family (and overall), one bar per adapter; chance dashed."""
+SMALL_NOTE = "hatched: too few checks to mean much (< 50, or < 10 of one label)"
+
+
+def _adapter_note(adapters: dict[str, dict[str, Any]]) -> str:
+    """``name = SmolLM2-135M-Instruct/alora``, one line per adapter: which weights the bars
+    are."""
+    parts = []
+    for name, info in adapters.items():
+        path = Path(info.get("path", ""))
+        parts.append(f"{name} = {path.parent.name}/{path.name}" if path.name else name)
+    return "\n".join(parts)
+
+
+def plot_accuracy(accuracy: dict[str, Any], path: str | Path, *, split: str = "",
+                  model: str = "", adapters: dict[str, dict[str, Any]] | None = None) -> Path:
+    """Balanced accuracy per family (and overall) with its 95 % interval, one bar per checker
+    (adapters, then the base model as judge); the always-yes/no floor (0.5) dashed. A cell
+    too small to mean much is hatched and its count is on the family's label."""
     path = Path(path)
-    families = list(accuracy["families"])
-    groups = [*families, "overall"]
-    adapters = list(accuracy["adapters"].items())
-    fig = _figure(max(6.0, 1.1 * len(groups) + 2), 4.5)
-    ax = fig.subplots()
-    width = 0.8 / max(len(adapters), 1)
-    for i, (name, cell) in enumerate(adapters):
-        values = [cell["families"][f]["accuracy"] for f in families]
-        values.append(cell["overall"]["accuracy"])
-        xs = [g + (i - (len(adapters) - 1) / 2) * width for g in range(len(groups))]
-        bars = ax.bar(xs, values, width, label=f"{name} ({cell['kind']})")
-        ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize="x-small", padding=1)
-    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
-    ax.set_xticks(range(len(groups)), [short(g) for g in groups], rotation=20, ha="right")
-    ax.set_ylim(0, 1.22)  # headroom for the legend above the bars
-    ax.set_ylabel("accuracy")
-    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
-    ax.set_title(f"Requirement-check accuracy per family ({accuracy['examples']} checks per "
-                 "adapter)")
-    ax.legend(fontsize="small", loc="upper center", ncol=len(adapters) + 1)
+    fig = accuracy_figure(accuracy, split=split, model=model, adapters=adapters or {})
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     return path
+
+
+def accuracy_figure(accuracy: dict[str, Any], *, split: str = "", model: str = "",
+                    adapters: dict[str, dict[str, Any]] | None = None) -> Any:
+    """The figure ``plot_accuracy`` saves (a matplotlib ``Figure``), for a test to read."""
+    from matplotlib.patches import Patch
+
+    rows = list(accuracy["adapters"].items())
+    groups = ["overall", *accuracy["families"]]
+    per_bar = 0.2
+    height = len(groups) * (per_bar * max(len(rows), 1) + 0.3) + 2.2
+    fig = _figure(10.0, max(4.5, height))
+    ax = fig.subplots()
+    bar = 0.8 / max(len(rows), 1)
+    handles = []
+    for i, (name, row) in enumerate(rows):
+        color = f"C{i}"
+        title = name if row["kind"] == "judge" else f"{name} ({row['kind']})"
+        handles.append(Patch(facecolor=color, label=title))
+        for g, group in enumerate(groups):
+            cell = row["overall"] if group == "overall" else row["families"][group]
+            y = g + (i - (len(rows) - 1) / 2) * bar
+            value = cell.get("balanced_accuracy")
+            if value is None:
+                ax.text(0.01, y, "one label only: balanced undefined", va="center",
+                        fontsize="x-small", color="grey")
+                continue
+            low, high = cell["interval"] or (value, value)
+            small = cell["too_small"]
+            ax.barh(y, value, bar * 0.9, color=color, alpha=0.45 if small else 0.9,
+                    hatch="///" if small else None, edgecolor=color if small else None,
+                    xerr=[[value - low], [high - value]], ecolor="black",
+                    error_kw={"elinewidth": 0.8, "capsize": 2})
+            ax.text(high + 0.01, y, f"{value:.2f} [{low:.2f}, {high:.2f}]", va="center",
+                    fontsize="x-small")
+    ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+    labels = []
+    for group in groups:
+        any_row = rows[0][1] if rows else None
+        cell = (any_row["overall"] if group == "overall" else any_row["families"][group]) \
+            if any_row else {"n": 0, "positives": 0, "too_small": True}
+        flag = ", too few" if cell["too_small"] else ""
+        labels.append(f"{'OVERALL' if group == 'overall' else short(group)}\n"
+                      f"n={cell['n']} ({cell['positives']} met){flag}")
+    ax.set_yticks(range(len(groups)), labels, fontsize="small")
+    ax.set_ylim(len(groups) - 0.5, -0.5)  # top to bottom, overall first
+    ax.set_xlim(0, 1.24)  # room right of 1.0 for the figures' labels
+    ax.axvline(1.0, color="black", linewidth=0.6)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.set_xlabel("balanced accuracy (mean recall of met and unmet checks); whisker: 95 % "
+                  "bootstrap interval")
+    ax.grid(True, axis="x", alpha=0.3)
+    head = f"{split}: " if split else ""
+    title = (f"{head}requirement-check balanced accuracy per family, model {model or '?'} "
+             f"({accuracy['examples']} checks, {accuracy.get('labels_true', '?')} met)")
+    note = _adapter_note(adapters or {})
+    ax.set_title(title + (f"\nadapters: {note}" if note else ""), fontsize="medium", wrap=True)
+    handles += [Patch(facecolor="white", edgecolor="black", hatch="///", label=SMALL_NOTE),
+                ax.plot([], [], color="grey", linestyle="--",
+                        label="always yes / always no (0.5)")[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize="small")
+    return fig

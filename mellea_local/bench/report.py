@@ -79,29 +79,45 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-ALORA_ACCURACY_MIN = 0.85
-ALORA_OVER_JUDGE_MIN_POINTS = 15.0
+SPLIT_TARGETS = {"held-out": 0.85, "held-out-families": 0.75, "user-style": 0.80,
+                 "synthetic": 0.90}
+"""Balanced accuracy an aLoRA must reach per split (issue 38); any other file: ``ALORA_MIN``."""
+ALORA_MIN = 0.85
+ALORA_OVER_JUDGE_MIN_POINTS = 20.0
+TOO_SMALL_TARGET = "too few checks to judge"
 
 
-def accuracy_targets(acc: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """An aLoRA's held-out accuracy and its lead over the base model as judge (its better
-    variant, so the adapter is measured against the judge's best), where a judge was run."""
-    if not acc or not acc.get("vs_judge"):
-        return []
+def accuracy_targets(section: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per split, an aLoRA's balanced accuracy and its lead over the base model as judge (its
+    better variant, so the adapter is measured against the judge's best), where a judge ran.
+    A split too small to mean much is shown, not judged."""
+    out: list[dict[str, Any]] = []
+    for split, acc in (section or {}).get("splits", {}).items():
+        out += split_targets(split, acc)
+    return out
+
+
+def split_targets(split: str, acc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of one split's result (see ``accuracy_targets``)."""
     out = []
-    for name, variants in acc["vs_judge"].items():
+    minimum = SPLIT_TARGETS.get(split, ALORA_MIN)
+    for name, variants in acc.get("vs_judge", {}).items():
         row = acc["adapters"][name]
-        if row["kind"] != "alora" or row["overall"]["accuracy"] is None:
+        value = row["overall"]["balanced_accuracy"]
+        if row["kind"] != "alora" or value is None:
             continue
-        a = row["overall"]["accuracy"]
-        out.append(_target("aLoRA accuracy", name, a, f">= {ALORA_ACCURACY_MIN:g}",
-                           a >= ALORA_ACCURACY_MIN))
+        small = row["overall"]["too_small"]
+        where = f"{split}: {name}"
+        out.append(_target("aLoRA balanced accuracy", where, value,
+                           f">= {minimum:g}" + (f", {TOO_SMALL_TARGET}" if small else ""),
+                           None if small else value >= minimum))
         leads = [v["overall"] for v in variants.values() if v["overall"] is not None]
         if leads:
             lead = min(leads)
-            out.append(_target("aLoRA - best judge, points", name, lead,
-                               f">= {ALORA_OVER_JUDGE_MIN_POINTS:g}",
-                               lead >= ALORA_OVER_JUDGE_MIN_POINTS))
+            target = f">= {ALORA_OVER_JUDGE_MIN_POINTS:g}"
+            out.append(_target("aLoRA - best judge, points", where, lead,
+                               target + (f", {TOO_SMALL_TARGET}" if small else ""),
+                               None if small else lead >= ALORA_OVER_JUDGE_MIN_POINTS))
     return out
 
 
@@ -234,21 +250,57 @@ def _react_table(react: dict[str, Any]) -> list[str]:
 
 
 def _row_title(name: str, row: dict[str, Any]) -> str:
-    return name if row["kind"] == "judge" else f"{name} ({row['kind']})"
+    return name if row["kind"] in ("judge", "floor") else f"{name} ({row['kind']})"
 
 
-def _accuracy_table(acc: dict[str, Any]) -> list[str]:
-    names = list(acc["adapters"])
-    lines = ["| family | " + " | ".join(_row_title(n, acc["adapters"][n]) for n in names)
-             + " |", "|---" * (len(names) + 1) + "|"]
-    for family in acc["families"]:
-        cells = [acc["adapters"][n]["families"][family] for n in names]
-        lines.append(f"| {family} | " + " | ".join(
-            f"{c['accuracy']:.3f} ({c['correct']}/{c['n']})" for c in cells) + " |")
-    overall = [acc["adapters"][n]["overall"] for n in names]
-    lines.append("| **overall** | " + " | ".join(
-        f"**{c['accuracy']:.3f}** ({c['correct']}/{c['n']})" for c in overall) + " |")
+SMALL_MARK = "†"
+SMALL_FOOTNOTE = (f"{SMALL_MARK} too few checks to mean much (fewer than 50, or fewer than 10 "
+                  "of one label): read the interval, not the figure.")
+
+
+def _balanced(cell: dict[str, Any]) -> str:
+    """``0.742 [0.701, 0.780]``, marked when the cell is too small; ``-`` when undefined."""
+    if cell["balanced_accuracy"] is None:
+        return "- (one label)"
+    low, high = cell["interval"]
+    mark = SMALL_MARK if cell["too_small"] else ""
+    return f"{cell['balanced_accuracy']:.3f} [{low:.2f}, {high:.2f}]{mark}"
+
+
+def _f1s(cell: dict[str, Any]) -> str:
+    return "-" if cell["yes_f1"] is None else f"{cell['yes_f1']:.2f} / {cell['no_f1']:.2f}"
+
+
+def _all_rows(acc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [*acc["adapters"].items(), *acc.get("floors", {}).items()]
+
+
+def _overall_table(acc: dict[str, Any]) -> list[str]:
+    lines = ["| checker | balanced accuracy [95 % interval] | accuracy | yes-F1 | no-F1 | "
+             "said yes |", "|---|---|---|---|---|---|"]
+    for name, row in _all_rows(acc):
+        c = row["overall"]
+        said = "-" if c.get("said_yes") is None else f"{100 * c['said_yes']:.0f} %"
+        lines.append(f"| {_row_title(name, row)} | {_balanced(c)} | {_num(c['accuracy'], '.3f')}"
+                     f" ({c['correct']}/{c['n']}) | {_num(c['yes_f1'])} | {_num(c['no_f1'])} | "
+                     f"{said} |")
     return lines
+
+
+def _family_table(acc: dict[str, Any], cell_text: Any, title: str) -> list[str]:
+    rows = list(acc["adapters"].items())
+    if not rows:
+        return []
+    lines = ["| family | checks (met) | " + " | ".join(_row_title(n, r) for n, r in rows)
+             + " |", "|---" * (len(rows) + 2) + "|"]
+    for family in acc["families"]:
+        first = rows[0][1]["families"][family]
+        lines.append(f"| {family} | {first['n']} ({first['positives']}) | " + " | ".join(
+            cell_text(r["families"][family]) for _, r in rows) + " |")
+    first = rows[0][1]["overall"]
+    lines.append(f"| **overall** | {first['n']} ({first['positives']}) | " + " | ".join(
+        f"**{cell_text(r['overall'])}**" for _, r in rows) + " |")
+    return [title, "", *lines]
 
 
 def _points(value: float | None) -> str:
@@ -256,18 +308,30 @@ def _points(value: float | None) -> str:
 
 
 def _vs_judge_table(acc: dict[str, Any]) -> list[str]:
-    """Each adapter's accuracy minus each judge variant's, in points, per family and overall."""
+    """Each adapter's balanced accuracy minus each judge variant's, in points, per family and
+    overall; a cell too small to mean much says so instead of a number."""
     pairs = [(name, variant) for name, variants in acc["vs_judge"].items()
              for variant in variants]
     if not pairs:
         return []
+
+    def cell(name: str, variant: str, family: str | None) -> str:
+        mine = acc["adapters"][name]
+        theirs = acc["adapters"][f"judge ({variant})"]
+        a = mine["overall"] if family is None else mine["families"][family]
+        b = theirs["overall"] if family is None else theirs["families"][family]
+        got = acc["vs_judge"][name][variant]
+        value = got["overall"] if family is None else got["families"][family]
+        if a["too_small"] or b["too_small"]:
+            return f"too few (n={a['n']})"
+        return _points(value)
+
     lines = ["| family | " + " | ".join(f"{n} - judge ({v})" for n, v in pairs) + " |",
              "|---" * (len(pairs) + 1) + "|"]
     for family in acc["families"]:
-        lines.append(f"| {family} | " + " | ".join(
-            _points(acc["vs_judge"][n][v]["families"][family]) for n, v in pairs) + " |")
+        lines.append(f"| {family} | " + " | ".join(cell(n, v, family) for n, v in pairs) + " |")
     lines.append("| **overall** | " + " | ".join(
-        f"**{_points(acc['vs_judge'][n][v]['overall'])}**" for n, v in pairs) + " |")
+        f"**{cell(n, v, None)}**" for n, v in pairs) + " |")
     return lines
 
 
@@ -277,7 +341,7 @@ def _majority_note(acc: dict[str, Any]) -> str:
     if true is None or not n:
         return ""
     return (f" {true} of the {n} labels are true: always-yes scores {true / n:.3f}, always-no "
-            f"{1 - true / n:.3f}.")
+            f"{1 - true / n:.3f} (plain accuracy); both score balanced 0.500.")
 
 
 def _judge_note(acc: dict[str, Any]) -> list[str]:
@@ -285,7 +349,7 @@ def _judge_note(acc: dict[str, Any]) -> list[str]:
     rows = acc["adapters"]
     greedy, prob = rows.get("judge (greedy)"), rows.get("judge (probability)")
     if greedy is None or prob is None:
-        return [acc["judge_note"], ""] if acc.get("judge_note") else []
+        return []
     return [
         "The judge rows ask the same base model, no adapter active, the peer's LLM-as-a-judge "
         "question (reply 'yes' or 'no') after the conversation. `judge (greedy)`: its greedy "
@@ -295,6 +359,40 @@ def _judge_note(acc: dict[str, Any]) -> list[str]:
         f"on {100 * prob['said_yes']:.0f} %, and the first token put "
         f"{100 * prob['mean_answer_mass']:.0f} % of its mass on a yes/no spelling on average. "
         "No threshold is fitted to these checks.", ""]
+
+
+def _split_section(split: str, acc: dict[str, Any], files: dict[str, str]) -> list[str]:
+    out = [f"### `{split}`: {acc.get('what', '')}", "",
+           f"{acc['examples']} labelled checks from {acc['source']}.{_majority_note(acc)}", "",
+           *_judge_note(acc), *_overall_table(acc), ""]
+    out += _family_table(acc, _balanced, "Balanced accuracy [95 % interval] per family:")
+    out += ["", *_family_table(acc, _f1s, "yes-F1 / no-F1 per family:")]
+    if acc.get("vs_judge"):
+        out += ["", "Points above the base model as judge (balanced accuracy minus the "
+                "judge's):", "", *_vs_judge_table(acc)]
+    out += ["", SMALL_FOOTNOTE]
+    png = files.get(f"accuracy_png:{split}")
+    if png:
+        out += ["", f"![{split}: balanced accuracy per family]({png})"]
+    return [*out, ""]
+
+
+def accuracy_markdown(section: dict[str, Any], files: dict[str, str]) -> list[str]:
+    """The accuracy part of the report: the model and adapters, one part per split."""
+    if "skipped" in section:
+        return [f"Skipped: {section['skipped']}"]
+    adapters = ", ".join(f"`{name}` ({info['kind']}, `{info['path']}`)"
+                         for name, info in section.get("adapters", {}).items())
+    out = [f"Model {section['model']}" + (f"; adapters {adapters}." if adapters else "."), ""]
+    for split, why in section.get("missing", {}).items():
+        out.append(f"- split `{split}`: {why}")
+    if section.get("missing"):
+        out.append("")
+    if section.get("judge_note"):
+        out += [section["judge_note"], ""]
+    for split, acc in section.get("splits", {}).items():
+        out += _split_section(split, acc, files)
+    return out
 
 
 def threads_text(info: dict[str, Any]) -> str:
@@ -310,8 +408,8 @@ def threads_text(info: dict[str, Any]) -> str:
 def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     """The report: what ran where, ratios vs targets, one table per section, the figures.
 
-    ``files`` maps ``latency_png`` / ``accuracy_png`` to file names next to the report (links
-    are relative, so the folder can be moved or committed as is).
+    ``files`` maps ``latency_png`` / ``accuracy_png:<split>`` to file names next to the report
+    (links are relative, so the folder can be moved or committed as is).
     """
     cfg = results["config"]
     info = results["environment"]
@@ -364,19 +462,8 @@ def markdown(results: dict[str, Any], files: dict[str, str]) -> str:
     if react:
         out += ["", f"## ReACT turns ({react['turns']} turns, fastest of {react['repeats']})",
                 "", *_react_table(react)]
-    out += ["", "## Adapter accuracy", ""]
-    acc = results.get("accuracy") or {}
-    if "skipped" in acc:
-        out.append(f"Skipped: {acc['skipped']}")
-    else:
-        out += [f"{acc['examples']} labelled checks from {acc['source']}; model "
-                f"{acc['model']}.{_majority_note(acc)}", "", *_judge_note(acc),
-                *_accuracy_table(acc)]
-        if acc.get("vs_judge"):
-            out += ["", "Points above the base model as judge (adapter accuracy minus the "
-                    "judge's):", "", *_vs_judge_table(acc)]
-        if "accuracy_png" in files:
-            out += ["", f"![accuracy per family per adapter]({files['accuracy_png']})"]
+    out += ["", "## Adapter accuracy", "", *accuracy_markdown(results.get("accuracy") or {},
+                                                               files)]
     if results.get("plots_note"):
         out += ["", results["plots_note"]]
     return "\n".join(out) + "\n"

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mellea_local.bench.accuracy import HELD_OUT_SEED, LabelledItem, read_dataset
+from mellea_local.bench.splits import SYNTHETIC, WHAT, Split, accuracy_splits
 from mellea_local.core.backend import REQUIREMENT_CHECK
-from mellea_local.datasets import data_root
 from mellea_local.errors import BenchConfigError
 from mellea_local.launch import EMBEDDED
 
@@ -58,7 +58,9 @@ QUICK = Grid(lengths=(128, 512), repeats=3, new_tokens=32, react_turns=2, react_
 class SuiteConfig:
     """Everything a run depends on; ``None`` fields take the grid's (quick or full) value."""
 
-    out_dir: Path = Path("benchmarks/results")
+    out_dir: Path | None = None
+    """Where the files go; None: ``default_out_dir`` (outside the source tree, named after
+    the model and the date)."""
     name: str | None = None
     quick: bool = False
     size: str | None = None
@@ -77,7 +79,9 @@ class SuiteConfig:
     only: tuple[str, ...] = field(default_factory=tuple)
     """Run just these sections (``--only accuracy``: no speed section, no speed model)."""
     limit: int | None = None
-    """Score only the dataset's first ``limit`` lines (a quick accuracy look)."""
+    """Score only the first ``limit`` lines of each split (a quick accuracy look)."""
+    splits: tuple[str, ...] = ()
+    """The shipped evaluation splits to score (``bench.splits``); empty: every one present."""
     judge: bool = True
     """Score the base model asked as a judge beside the adapters (``bench.judge``)."""
     engine: str = "local"  # "ray": the accuracy section runs on a Ray Data actor pool
@@ -103,10 +107,26 @@ class SuiteRun:
     paths: dict[str, Path]
 
 
-def default_name(quick: bool, device: torch.device) -> str:
-    """``bench``, ``bench-quick``, ``bench-cuda``: quick runs never overwrite full ones."""
-    name = "bench-quick" if quick else "bench"
+def model_slug(model: str | None) -> str:
+    """A file-name stem for a model: ``smollm2-135m``, a folder's or hub id's last part;
+    ``bench`` for the random-init speed model."""
+    if model is None:
+        return "bench"
+    stem = Path(model.rstrip("/\\")).name or "model"
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).lstrip(".") or "model"
+
+
+def default_name(quick: bool, device: torch.device, model: str | None = None) -> str:
+    """``<model>``, ``<model>-quick``, ``<model>-cuda`` (``bench...`` without ``--model``):
+    files named after what was measured; quick runs never overwrite full ones."""
+    name = model_slug(model) + ("-quick" if quick else "")
     return name if device.type == "cpu" else f"{name}-{device.type}"
+
+
+def default_out_dir(name: str, today: dt.date | None = None) -> Path:
+    """``./mellea-local-bench/<name>-<date>/``: a run writes outside the source tree (and
+    never over the shipped ``benchmarks/results``) unless ``--out`` says otherwise."""
+    return Path("mellea-local-bench") / f"{name}-{(today or dt.date.today()).isoformat()}"
 
 
 def _check_config(cfg: SuiteConfig) -> None:
@@ -137,10 +157,11 @@ def _check_config(cfg: SuiteConfig) -> None:
         if unknown:
             raise BenchConfigError(f"{flag} {', '.join(sorted(unknown))}: no such section; use "
                                     f"one of {', '.join(SECTIONS)}.")
-    if cfg.limit is not None and cfg.dataset is None and cfg.model in (None, EMBEDDED):
+    if (cfg.limit is not None and cfg.dataset is None and not cfg.splits
+            and cfg.model in (None, EMBEDDED)):
         raise BenchConfigError(
-            "--limit takes the first lines of a --dataset; pass --dataset too (the synthetic "
-            "set's size is --examples per family).")
+            "--limit takes the first lines of a --dataset or --split; pass one too (the "
+            "synthetic set's size is --examples per family).")
 
 
 def _embedded_weights() -> Path:
@@ -174,36 +195,6 @@ def _speed_subject(
             "random-init model.")
     backend = load_backend(source, device=str(device), dtype=str(dtype).removeprefix("torch."))
     return backend.model, backend.tokenizer, cfg.model
-
-
-HELD_OUT_DIR = data_root() / REQUIREMENT_CHECK
-"""Where each base model's labelled held-out checks are, as ``<base model name>.jsonl`` (the
-check format with ``family``): ``bench --model X``'s default; installed, the bundled copy."""
-
-
-def default_dataset(model: str) -> Path:
-    """The held-out set ``bench --model model`` scores without ``--dataset`` (may not exist)."""
-    from mellea_local.adapters.library import base_model_name
-    from mellea_local.models import MODELS
-
-    base = MODELS[model].base_name if model in MODELS else base_model_name(model)
-    return HELD_OUT_DIR / f"{base}.jsonl"
-
-
-def accuracy_dataset(model: str | None, dataset: Path | None) -> tuple[Path | None, str | None]:
-    """(the labelled file accuracy reads or None for the synthetic set, why there is none).
-
-    The synthetic set holds the embedded model's own families, so it only says something
-    about the embedded model's adapters; a real ``--model`` is scored on its held-out file,
-    ``--dataset`` or ``default_dataset``, and without either the section says what to pass.
-    """
-    if dataset is not None or model is None or model == EMBEDDED:
-        return dataset, None
-    path = default_dataset(model)
-    if path.is_file():
-        return path, None
-    return None, (f"no held-out dataset for --model {model}: pass --dataset with a labelled "
-                  f"JSONL (the check format with 'family'), or put one at {path}.")
 
 
 def accuracy_unavailable(model: str | None) -> str | None:
@@ -303,10 +294,12 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
     from mellea_local.threads import apply_threads
 
     _check_config(cfg)
-    items: list[LabelledItem] | None = None
-    dataset, no_dataset = accuracy_dataset(cfg.model, cfg.dataset)
-    if dataset is not None and "accuracy" not in cfg.skipped:
-        items = read_dataset(dataset)[:cfg.limit]
+    items: dict[str, list[LabelledItem]] = {}
+    splits: list[Split] = []
+    missing: dict[str, str] = {}
+    if "accuracy" not in cfg.skipped:
+        splits, missing = accuracy_splits(cfg.model, cfg.dataset, cfg.splits)
+        items = {split.name: read_dataset(split.path)[:cfg.limit] for split in splits}
     threads = apply_threads(cfg.threads)  # --threads, else the default for this load
     grid = cfg.grid
     device = resolve_device(cfg.device)
@@ -314,9 +307,11 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
     size = cfg.size or grid.size
     lengths = list(cfg.lengths or grid.lengths)
     repeats = cfg.repeats or grid.repeats
-    name = cfg.name or default_name(cfg.quick, device)
+    name = cfg.name or default_name(cfg.quick, device, cfg.model)
+    out_dir = cfg.out_dir or default_out_dir(name)
     err = console or Console(stderr=True, soft_wrap=True)
     t0 = time.perf_counter()
+    synthetic = "accuracy" not in cfg.skipped and not splits and not missing
     results: dict[str, Any] = {
         "benchmark": "suite",
         "name": name,
@@ -328,13 +323,13 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
             "lengths": lengths, "repeats": repeats, "new_tokens": grid.new_tokens,
             "react_turns": grid.react_turns, "react_repeats": grid.react_repeats,
             "batch_sizes": list(grid.batch_sizes),
-            "dataset": str(dataset) if dataset else None,
-            "dataset_lines": len(items) if items is not None else None,
+            "splits": {split.name: str(split.path) for split in splits},
+            "split_lines": {n: len(lines) for n, lines in items.items()},
             "limit": cfg.limit,
             "judge": cfg.judge,
-            "examples_per_family": None if dataset else (cfg.examples
-                                                         or grid.examples_per_family),
-            "seed": None if dataset else cfg.seed,
+            "examples_per_family": (cfg.examples or grid.examples_per_family) if synthetic
+            else None,
+            "seed": cfg.seed if synthetic else None,
             "skipped_sections": list(cfg.skipped),
         },
     }
@@ -351,11 +346,10 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         if "accuracy" in cfg.skipped:
             results["accuracy"] = {"skipped": "left out with --skip accuracy (or --only)."}
         else:
-            results["accuracy"] = _accuracy_section(cfg, items, dataset, no_dataset, bars,
-                                                    device)
+            results["accuracy"] = _accuracy_section(cfg, splits, items, missing, bars, device)
             _collect()
     results["seconds"] = time.perf_counter() - t0
-    return SuiteRun(results, write_outputs(results, cfg.out_dir, name, err))
+    return SuiteRun(results, write_outputs(results, out_dir, name, err))
 
 
 def _speed_sections(
@@ -421,104 +415,139 @@ def _speed_sections(
 
 
 def _accuracy_section(
-    cfg: SuiteConfig, items: list[LabelledItem] | None, dataset: Path | None,
-    no_dataset: str | None, bars: _Bars, device: torch.device,
+    cfg: SuiteConfig, splits: list[Split], items: dict[str, list[LabelledItem]],
+    missing: dict[str, str], bars: _Bars, device: torch.device,
 ) -> dict[str, Any]:
-    """Adapter accuracy, and the judge beside it; a missing adapter is said before a missing
-    held-out dataset (the adapter is what there is to score)."""
+    """Every split's accuracy (adapters, the judge beside them, the floors), on one backend.
+
+    ``{"model", "adapters": {name: {kind, path}}, "splits": {split: result}, "missing":
+    {split: why}}``; a missing adapter is said before missing data (the adapter is what there
+    is to score), and no split at all skips the section with the reasons.
+    """
     from mellea_local.bench.accuracy import evaluate_accuracy, synthetic_items
 
-    if items is None:
+    sources = {s.name: _source(cfg, s) for s in splits}
+    if not splits and not missing:  # the embedded model's synthetic set
         n = cfg.examples or cfg.grid.examples_per_family
-        items = synthetic_items(cfg.seed, n)
-        source = f"the synthetic held-out set (seed {cfg.seed}, {n} per family)"
-    else:
-        first = f"the first {len(items)} lines of " if cfg.limit is not None else ""
-        source = f"{first}`{dataset}`"
+        items = {SYNTHETIC: synthetic_items(cfg.seed, n)}
+        sources = {SYNTHETIC: f"the synthetic held-out set (seed {cfg.seed}, {n} per family)"}
+    no_data = None if items else "no evaluation split: " + " ".join(
+        f"{name}: {why}" for name, why in missing.items()) + (
+        " Pass --dataset with a labelled JSONL (the check format with 'family').")
+    for name, why in missing.items():
+        bars.print(f"accuracy split {name}: {why}")
+    label = cfg.model or EMBEDDED
+    section: dict[str, Any] = {"model": label, "adapters": {}, "splits": {},
+                               "missing": missing}
     if cfg.engine == "ray":
         from mellea_local.bench.ray_accuracy import evaluate_accuracy_ray
 
-        label = cfg.model or EMBEDDED
-        why = accuracy_unavailable(cfg.model) or no_dataset
+        why = accuracy_unavailable(cfg.model) or no_data
         if why is not None:
             bars.print(f"accuracy skipped: {why}")
-            return {"skipped": why}
-        tick = bars.task("adapter accuracy (ray)", len(items))
-        acc = evaluate_accuracy_ray(items, model=cfg.model, adapter=cfg.adapter,
-                                    device=cfg.device, dtype=cfg.dtype, options=cfg.ray,
-                                    tick=tick, build=accuracy_backend)
+            return {"skipped": why, "missing": missing}
+        for name, lines in items.items():
+            tick = bars.task(f"{name} (ray)", len(lines))
+            section["splits"][name] = evaluate_accuracy_ray(
+                lines, model=cfg.model, adapter=cfg.adapter, device=cfg.device,
+                dtype=cfg.dtype, options=cfg.ray, tick=tick, build=accuracy_backend)
+        if cfg.judge:
+            section["judge_note"] = ("the judge baseline runs on the local engine only; rerun "
+                                     "without --engine ray for it.")
     else:
         backend, adapters, label = accuracy_backend(cfg.model, cfg.adapter,
                                                     device=str(device), dtype=cfg.dtype)
-        why = label if backend is None else no_dataset
+        why = label if backend is None else no_data
         if why is not None:
             bars.print(f"accuracy skipped: {why}")
-            return {"skipped": why}
-        tick = bars.task("adapter accuracy", len(items) * len(adapters))
-        acc = evaluate_accuracy(backend, items, adapters=adapters, tick=tick)
-        if cfg.judge:
-            from mellea_local.bench.judge import add_judge
+            return {"skipped": why, "missing": missing}
+        section["model"] = label
+        section["adapters"] = {a.name: {"kind": a.kind.value, "path": str(a.path)}
+                               for a in adapters}
+        for name, lines in items.items():
+            tick = bars.task(f"{name}: adapters", len(lines) * len(adapters))
+            acc = evaluate_accuracy(backend, lines, adapters=adapters, tick=tick)
+            if cfg.judge:
+                from mellea_local.bench.judge import add_judge
 
-            add_judge(backend, items, acc, tick=bars.task("base model as judge", len(items)))
-    if cfg.judge and cfg.engine == "ray":
-        acc["judge_note"] = ("the judge baseline runs on the local engine only; rerun without "
-                             "--engine ray for it.")
-    acc["source"] = source
-    acc["model"] = label
-    for name, cell in acc["adapters"].items():
-        title = name if cell["kind"] == "judge" else f"{name} ({cell['kind']})"
-        bars.print(f"accuracy {title}: {cell['overall']['accuracy']:.3f} "
-                   f"over {cell['overall']['n']} checks")
-    for name, variants in acc.get("vs_judge", {}).items():
-        bars.print(f"{name} vs judge: " + ", ".join(
-            f"{'-' if v['overall'] is None else format(v['overall'], '+.1f')} points over "
-            f"{variant}" for variant, v in variants.items()))
-    return acc
+                add_judge(backend, lines, acc, tick=bars.task(f"{name}: base model as judge",
+                                                              len(lines)))
+            section["splits"][name] = acc
+    for name, acc in section["splits"].items():
+        acc["source"] = sources[name]
+        acc["what"] = WHAT.get(name, "your labelled data")
+        for line in split_lines(name, acc):
+            bars.print(line)
+    return section
 
 
-MIN_CHECKS_PER_BAR = 20
-"""An accuracy bar over fewer labelled checks than this is one or two coin flips, not a figure."""
+def _source(cfg: SuiteConfig, split: Split) -> str:
+    first = f"the first {cfg.limit} lines of " if cfg.limit is not None else ""
+    return f"{first}`{split.path}`"
 
 
-def _fewest_checks_per_cell(acc: dict[str, Any]) -> int | None:
-    """The smallest family-by-adapter sample in an accuracy result; None without one."""
-    cells = [cell["n"] for adapter in acc.get("adapters", {}).values()
-             for cell in adapter["families"].values()]
-    return min(cells) if cells else None
+def _figures(cell: dict[str, Any]) -> str:
+    """``balanced 0.742 [0.701, 0.780], yes-F1 0.73, no-F1 0.75`` (or why not)."""
+    if cell["balanced_accuracy"] is None:
+        return f"accuracy {_fmt(cell['accuracy'])} (balanced undefined: one label only)"
+    low, high = cell["interval"]
+    return (f"balanced {cell['balanced_accuracy']:.3f} [{low:.3f}, {high:.3f}], "
+            f"yes-F1 {cell['yes_f1']:.2f}, no-F1 {cell['no_f1']:.2f}")
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def split_lines(name: str, acc: dict[str, Any]) -> list[str]:
+    """What the terminal shows for one split: its size, then each row's overall figures."""
+    n, true = acc["examples"], acc["labels_true"]
+    out = [f"accuracy on {name} ({n} checks, {true} met; always-yes/always-no score "
+           "balanced 0.500):"]
+    for row_name, row in acc["adapters"].items():
+        title = row_name if row["kind"] == "judge" else f"{row_name} ({row['kind']})"
+        out.append(f"  {title}: {_figures(row['overall'])}")
+    any_row = next(iter(acc["adapters"].values()), None)
+    if any_row is not None and any_row["overall"]["too_small"]:
+        out.append("  (too few checks to mean much: fewer than 50, or fewer than 10 of one "
+                   "label)")
+    return out
 
 
 def write_outputs(
     results: dict[str, Any], out_dir: Path, name: str, console: Console
 ) -> dict[str, Path]:
-    """Write the PNGs (when matplotlib is there), the markdown report and the JSON."""
+    """Write the PNGs (when matplotlib is there), the markdown report and the JSON.
+
+    One accuracy figure per split, whatever its size: a family with few checks is drawn
+    hatched and labelled with its count (its interval shows how little it says), never
+    left out and never shown as a plain win.
+    """
     from mellea_local.bench.plots import PLOTS_HINT, have_matplotlib, plot_accuracy, plot_latency
     from mellea_local.bench.report import markdown, targets
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    notes = []
+    section = results.get("accuracy") or {}
     if results["config"]["quick"]:
-        notes.append("No figures from a --quick run: two short contexts and a few examples per "
-                     "family support no curve and no accuracy bar (run `mellea-local bench`).")
+        results["plots_note"] = (
+            "No figures from a --quick run: two short contexts and a few examples per family "
+            "support no curve and no accuracy bar (run `mellea-local bench`).")
     elif have_matplotlib():
         if results.get("requirement_check"):
             paths["latency_png"] = plot_latency(results["requirement_check"],
                                                 out_dir / f"{name}_latency.png",
                                                 react=results.get("react"))
-        fewest = _fewest_checks_per_cell(results.get("accuracy", {}))
-        if fewest is not None and fewest >= MIN_CHECKS_PER_BAR:
-            paths["accuracy_png"] = plot_accuracy(results["accuracy"],
-                                                  out_dir / f"{name}_accuracy.png")
-        elif fewest is not None:
-            notes.append(f"No accuracy figure: a family has {fewest} labelled checks, fewer "
-                         f"than the {MIN_CHECKS_PER_BAR} a bar needs (see the table).")
+        for split, acc in section.get("splits", {}).items():
+            if acc["adapters"]:
+                paths[f"accuracy_png:{split}"] = plot_accuracy(
+                    acc, out_dir / f"{name}_accuracy_{split}.png", split=split,
+                    model=section.get("model", ""), adapters=section.get("adapters", {}))
     else:
         results["plots_note"] = (f"PNG figures not drawn: matplotlib is not installed "
                                  f"(`{PLOTS_HINT}`).")
         console.print(f"note: no PNG figures without matplotlib; {PLOTS_HINT}", markup=False,
                       highlight=False, style="yellow")
-    if notes:
-        results["plots_note"] = " ".join(notes)
     results["targets"] = targets(results)
     results["files"] = {k: p.name for k, p in paths.items()}
     paths["markdown"].write_text(markdown(results, results["files"]), "utf-8")

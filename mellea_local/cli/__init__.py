@@ -359,13 +359,18 @@ def bench(
         "--quick", help="Smoke-test grid: tiny model, lengths 128/512, few repeats (seconds).")
     ] = False,
     name: Annotated[str | None, typer.Option(
-        help="Output file stem (default: bench, bench-quick, bench-cuda...).")] = None,
-    out_dir: Annotated[Path, typer.Option(
-        "--out-dir", help="Folder for <name>.json, <name>.md and the PNGs.")
-    ] = Path("benchmarks/results"),
+        help="Output file stem (default: the model's name, e.g. smollm2-135m, or bench "
+        "without --model; -quick and -cuda added).")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", "--out-dir", help="Folder for <name>.json, <name>.md and the PNGs (default: "
+        "./mellea-local-bench/<name>-<date>/).")] = None,
     dataset: Annotated[Path | None, typer.Option(
-        help="Labelled JSONL (the check format, optional 'family') for adapter accuracy; "
-        "default: the embedded model's synthetic held-out set.")] = None,
+        help="Labelled JSONL (the check format, optional 'family') for adapter accuracy, "
+        "instead of the shipped splits; default: the splits of --model, or the embedded "
+        "model's synthetic held-out set.")] = None,
+    split: Annotated[list[str] | None, typer.Option(
+        help="Shipped accuracy split to score (repeatable): held-out, held-out-families, "
+        "user-style (default: every one present for --model).")] = None,
     size: Annotated[str | None, typer.Option(
         help="Random-init model shape: tiny, bench-20m, granite-3b-shape (default: tiny with "
         "--quick, else bench-20m).")] = None,
@@ -392,7 +397,7 @@ def bench(
         help="Run only this section (repeatable); `--only accuracy` scores the adapters and "
         "the judge without loading the speed model.")] = None,
     limit: Annotated[int | None, typer.Option(
-        help="Score only the first N lines of the accuracy dataset.")] = None,
+        help="Score only the first N lines of each accuracy split.")] = None,
     judge: Annotated[bool, typer.Option(
         "--judge/--no-judge", help="Also score the base model asked as a judge (no adapter) "
         "beside each adapter.")] = True,
@@ -409,7 +414,8 @@ def bench(
     """
     from rich.console import Console
 
-    options = dict(quick=quick, name=name, out_dir=out_dir, dataset=dataset, size=size,
+    options = dict(quick=quick, name=name, out_dir=out_dir, dataset=dataset, split=split,
+                   size=size,
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
                    lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
                    only=only, limit=limit, judge=judge, engine=engine, actors=actors,
@@ -431,6 +437,7 @@ def bench(
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
             skip=tuple(skip or ()), only=tuple(only or ()), limit=limit, judge=judge,
             command=command_line(options), engine=engine, ray=pool,
+            splits=tuple(split or ()),
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
         print_summary(run, Console(soft_wrap=True))

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,8 +11,7 @@ from mellea_local.bench.report import informational
 from mellea_local.bench.suite import SuiteRun
 from mellea_local.errors import InvalidInputError
 
-DEFAULTS: dict[str, Any] = {"out_dir": Path("benchmarks/results"), "seed": 9000,
-                            "engine": "local", "judge": True}
+DEFAULTS: dict[str, Any] = {"seed": 9000, "engine": "local", "judge": True}
 """Options whose default values are left out of the recorded command line."""
 
 
@@ -65,5 +63,8 @@ def print_summary(run: SuiteRun, console: Console) -> None:
     skipped = run.results.get("accuracy", {}).get("skipped")
     if skipped:
         console.print(f"accuracy skipped: {skipped}", markup=False, highlight=False)
+    folder = run.paths["json"].parent.resolve()
+    console.print(f"results in {folder}/ (the report: {run.paths['markdown'].name})",
+                  markup=False, highlight=False)
     console.print("wrote " + ", ".join(str(p) for p in run.paths.values()), markup=False,
                   highlight=False)

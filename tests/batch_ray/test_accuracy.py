@@ -21,7 +21,7 @@ def test_bench_accuracy_on_ray_equals_the_local_section(ray_cluster, shared_embe
                                       "--batch-size", "3"])
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "r.json").read_text())
-    got = data["accuracy"]
+    got = data["accuracy"]["splits"]["synthetic"]
     assert "--engine ray" in data["config"]["command"]
     # The same held-out set (1 per family, seed 9000), scored in this process.
     want = evaluate_accuracy(shared_embedded_backend, synthetic_items(9000, 1))

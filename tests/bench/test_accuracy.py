@@ -24,6 +24,7 @@ from mellea_local.bench.accuracy import (
 )
 from mellea_local.embedded.synthetic import FAMILIES
 from mellea_local.intrinsics.requirement_check import check_outputs
+from mellea_local.requirements.metrics import binary_scores
 from mellea_local.requirements.requirement import requirement_check_to_bool
 
 
@@ -49,9 +50,11 @@ def test_accuracy_per_family_is_exact(bench_backend, tmp_path):
              for item in base]
     lines = []
     expected_lora: dict[str, list[bool]] = {"agree": [], "disagree": [], "half": []}
+    said: list[bool] = []  # the aLoRA's verdicts, in order
     plan = ["agree", "agree", "disagree", "disagree", "half", "half"]
     for i, (messages, item, family) in enumerate(zip(convs, base, plan, strict=True)):
         [verdict] = _verdicts(backend, alora, messages, item.requirements)
+        said.append(verdict)
         agree = family == "agree" or (family == "half" and i % 2 == 0)
         label = verdict if agree else not verdict
         lines.append(_line(messages, item.requirements, label, family))
@@ -60,6 +63,7 @@ def test_accuracy_per_family_is_exact(bench_backend, tmp_path):
     # One conversation with two checks in one batch, a family for each.
     messages, reqs = convs[0], ["The response mentions paris.", "The response is valid JSON."]
     v = _verdicts(backend, alora, messages, reqs)
+    said += v
     labels = [v[0], not v[1]]
     lines.append(_line(messages, reqs, labels, ["agree", "disagree"]))
     lv = _verdicts(backend, lora, messages, reqs)
@@ -75,20 +79,57 @@ def test_accuracy_per_family_is_exact(bench_backend, tmp_path):
     assert list(acc["adapters"]) == [alora.name, lora.name]
     a = acc["adapters"][alora.name]
     assert a["kind"] == "alora"
-    assert a["families"] == {
+    assert {f: _core(c) for f, c in a["families"].items()} == {
         "agree": {"n": 3, "correct": 3, "accuracy": 1.0},
         "disagree": {"n": 3, "correct": 0, "accuracy": 0.0},
         "half": {"n": 2, "correct": 1, "accuracy": 0.5},
     }
-    assert a["overall"] == {"n": 8, "correct": 4, "accuracy": 0.5}
+    assert _core(a["overall"]) == {"n": 8, "correct": 4, "accuracy": 0.5}
     assert a["mean_family_accuracy"] == pytest.approx(0.5)
+    # Every cell carries the field's figures, from the one owner of those rules.
+    labels = [lab for line in lines for lab in _labels(line)]
+    verdicts = said
+    for family in ("agree", "disagree"):
+        picked = [(y, p) for y, p, f in zip(labels, verdicts,
+                                             [f for line in lines for f in _fams(line)],
+                                             strict=True) if f == family]
+        want = binary_scores([y for y, _ in picked], [p for _, p in picked])
+        cell = a["families"][family]
+        assert cell["balanced_accuracy"] == want.balanced_accuracy
+        assert cell["interval"] == (list(want.interval) if want.interval else None)
+        assert (cell["yes_f1"], cell["no_f1"], cell["too_small"]) == (
+            want.yes_f1, want.no_f1, True)
+    assert a["overall"]["said_yes"] == pytest.approx(sum(said) / 8)
+    floors = acc["floors"]
+    assert floors["always yes"]["overall"]["said_yes"] == 1.0
+    assert floors["always no"]["overall"]["yes_f1"] == 0.0
+    for row in floors.values():
+        cell = row["overall"]
+        assert cell["balanced_accuracy"] in (0.5, None)  # None: one label only
+    true = sum(labels)
+    assert floors["always yes"]["overall"]["accuracy"] == true / 8
     b = acc["adapters"][lora.name]
     assert b["kind"] == "lora"
     for family, rights in expected_lora.items():
-        assert b["families"][family] == {"n": len(rights), "correct": sum(rights),
-                                         "accuracy": sum(rights) / len(rights)}
+        assert _core(b["families"][family]) == {"n": len(rights), "correct": sum(rights),
+                                                "accuracy": sum(rights) / len(rights)}
     assert b["overall"]["correct"] == sum(sum(r) for r in expected_lora.values())
     assert a["ms_per_check"] > 0
+
+
+def _core(cell: dict) -> dict:
+    return {k: cell[k] for k in ("n", "correct", "accuracy")}
+
+
+def _labels(line: str) -> list[bool]:
+    obj = json.loads(line)
+    return obj["label"] if isinstance(obj["label"], list) else [obj["label"]]
+
+
+def _fams(line: str) -> list[str]:
+    obj = json.loads(line)
+    n = len(obj["requirements"])
+    return obj["family"] if isinstance(obj["family"], list) else [obj["family"]] * n
 
 
 def test_one_adapter_can_be_chosen(bench_backend):

@@ -85,7 +85,7 @@ def test_verdicts_come_from_the_base_model(bench_backend, tiny_tokenizer):
 
 
 def test_judge_rows_and_points_are_tallied_from_the_verdicts(bench_backend):
-    items = synthetic_items(seed=6, n_per_family=1)
+    items = synthetic_items(seed=6, n_per_family=2)  # one met, one unmet a family
     acc = evaluate_accuracy(bench_backend, items)
     verdicts, _ = asyncio.run(ajudge_items(bench_backend, items, max_new_tokens=4))
     rows = judge_rows(items, acc["families"], verdicts, 1.0, max_new_tokens=4)
@@ -94,8 +94,8 @@ def test_judge_rows_and_points_are_tallied_from_the_verdicts(bench_backend):
         picked = [getattr(v, variant) for [v] in verdicts]
         right = sum(p == item.labels[0] for p, item in zip(picked, items, strict=True))
         assert row["kind"] == "judge" and row["variant"] == variant
-        assert row["overall"] == {"n": len(items), "correct": right,
-                                  "accuracy": right / len(items)}
+        assert {k: row["overall"][k] for k in ("n", "correct", "accuracy")} == {
+            "n": len(items), "correct": right, "accuracy": right / len(items)}
         assert row["said_yes"] == sum(picked) / len(items)
     mass = sum(v.p_yes + v.p_no for [v] in verdicts) / len(items)
     assert rows[judge_name("probability")]["mean_answer_mass"] == pytest.approx(mass)
@@ -108,14 +108,16 @@ def test_judge_rows_and_points_are_tallied_from_the_verdicts(bench_backend):
         for variant, diff in variants.items():
             judge = acc["adapters"][judge_name(variant)]
             assert diff["overall"] == pytest.approx(100 * (
-                acc["adapters"][name]["overall"]["accuracy"] - judge["overall"]["accuracy"]))
+                acc["adapters"][name]["overall"]["balanced_accuracy"]
+                - judge["overall"]["balanced_accuracy"]))
             for family in acc["families"]:
                 assert diff["families"][family] == pytest.approx(100 * (
-                    acc["adapters"][name]["families"][family]["accuracy"]
-                    - judge["families"][family]["accuracy"]))
+                    acc["adapters"][name]["families"][family]["balanced_accuracy"]
+                    - judge["families"][family]["balanced_accuracy"]))
 
-    acc.update(source="unit", model="tiny-bench")
-    results = {"name": "j", "seconds": 1.0, "accuracy": acc,
+    acc.update(source="unit", what="unit checks")
+    section = {"model": "tiny-bench", "adapters": {}, "missing": {}, "splits": {"unit": acc}}
+    results = {"name": "j", "seconds": 1.0, "accuracy": section,
                "config": {"command": "mellea-local bench --only accuracy", "quick": False,
                           "speed_model": "-", "params": 0, "device": "cpu", "dtype": "float32"},
                "environment": {"machine": "box", "torch": "2", "torch_threads": 1}}
@@ -124,34 +126,59 @@ def test_judge_rows_and_points_are_tallied_from_the_verdicts(bench_backend):
     assert acc["labels_true"] == true
     assert f"{true} of the {len(items)} labels are true: always-yes scores " \
         f"{true / len(items):.3f}" in report
-    assert "| family | rc_alora (alora) | rc_lora (lora) | judge (greedy) | judge (probability) |" \
-        in report
+    assert "| family | checks (met) | rc_alora (alora) | rc_lora (lora) | judge (greedy) | " \
+        "judge (probability) |" in report
+    assert "| always yes | 0.500 [0.50, 0.50]† |" in report
     assert "| rc_alora - judge (greedy) | rc_alora - judge (probability) |" in report
-    lead = acc["vs_judge"]["rc_alora"]["greedy"]["overall"]
-    assert f"**{lead:+.1f}**" in report
-    rows = accuracy_targets(acc)
-    assert [r["ratio"] for r in rows] == ["aLoRA accuracy", "aLoRA - best judge, points"]
+    assert "**too few (n=12)**" in report  # twelve checks: no lead is claimed
+    rows = accuracy_targets(section)
+    assert [r["ratio"] for r in rows] == ["aLoRA balanced accuracy", "aLoRA - best judge, points"]
     assert rows[1]["value"] == min(v["overall"] for v in acc["vs_judge"]["rc_alora"].values())
+    assert all(r["met"] is None and "too few checks" in r["target"] for r in rows)
 
 
-def test_only_limit_and_the_default_dataset(tmp_path, monkeypatch):
+def test_only_limit_and_the_splits(tmp_path):
+    from mellea_local.bench.splits import accuracy_splits
+
     cfg = SuiteConfig(only=("accuracy",))
     assert set(cfg.skipped) == set(suite.SECTIONS) - {"accuracy"}
     for bad, words in ((SuiteConfig(only=("speed",)), "--only speed: no such section"),
                        (SuiteConfig(limit=0, dataset=tmp_path), "--limit must be at least 1"),
-                       (SuiteConfig(limit=5), "--limit takes the first lines of a --dataset")):
+                       (SuiteConfig(limit=5), "--limit takes the first lines of a --dataset"),
+                       (SuiteConfig(model="smollm2-135m", splits=("nope",)),
+                        "--split nope: no such split"),
+                       (SuiteConfig(model="smollm2-135m", splits=("user-style",),
+                                    dataset=tmp_path / "x.jsonl"), "not both")):
         bad.out_dir = tmp_path / "out"
         with pytest.raises(BenchConfigError, match=words):
             suite.run_suite(bad)
-    monkeypatch.setattr(suite, "HELD_OUT_DIR", tmp_path)
-    path, why = suite.accuracy_dataset("smollm2-135m", None)
-    assert path is None and "--dataset" in why
-    assert str(tmp_path / "SmolLM2-135M-Instruct.jsonl") in why
-    (tmp_path / "SmolLM2-135M-Instruct.jsonl").write_text("{}\n")
-    assert suite.accuracy_dataset("smollm2-135m", None) == (
-        tmp_path / "SmolLM2-135M-Instruct.jsonl", None)
-    assert suite.accuracy_dataset("smollm2-135m", Path("x.jsonl")) == (Path("x.jsonl"), None)
-    assert suite.accuracy_dataset(None, None) == (None, None)  # the embedded synthetic set
+        assert not bad.out_dir.exists()
+
+    def locate(name: str) -> Path:
+        return tmp_path / name
+
+    # Nothing shipped: every default split is a one-line note naming its file.
+    found, missing = accuracy_splits("smollm2-135m", None, locate=locate)
+    assert found == [] and list(missing) == ["held-out", "held-out-families", "user-style"]
+    assert str(tmp_path / "SmolLM2-135M-Instruct.families.jsonl") in missing[
+        "held-out-families"]
+    for name in ("SmolLM2-135M-Instruct.jsonl", "user-style.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    found, missing = accuracy_splits("smollm2-135m", None, locate=locate)
+    assert [(s.name, s.path.name) for s in found] == [
+        ("held-out", "SmolLM2-135M-Instruct.jsonl"), ("user-style", "user-style.jsonl")]
+    assert list(missing) == ["held-out-families"]
+    # --split picks, in the order asked; an absent one asked for is an error naming its file.
+    found, _ = accuracy_splits("smollm2-135m", None, ("user-style", "held-out"), locate=locate)
+    assert [s.name for s in found] == ["user-style", "held-out"]
+    with pytest.raises(BenchConfigError, match=r"SmolLM2-135M-Instruct\.families\.jsonl"):
+        accuracy_splits("smollm2-135m", None, ("held-out-families",), locate=locate)
+    # --dataset is a split of its own; the embedded model without --split: the synthetic set.
+    found, _ = accuracy_splits("smollm2-135m", Path("mine.jsonl"))
+    assert [(s.name, s.path) for s in found] == [("mine", Path("mine.jsonl"))]
+    assert accuracy_splits(None, None) == ([], {})
+    found, _ = accuracy_splits("embedded", None, ("user-style",), locate=locate)
+    assert [s.name for s in found] == ["user-style"]
 
 
 def test_the_recorded_command_names_the_accuracy_options():

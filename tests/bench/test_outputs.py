@@ -9,13 +9,14 @@ import pytest
 from rich.console import Console
 
 from mellea_local.bench import plots
+from mellea_local.bench.accuracy import score_cell
 from mellea_local.bench.report import informational, markdown, targets
 from mellea_local.bench.suite import write_outputs
 from mellea_local.bench.timing import interleaved_medians
 from mellea_local.cli.bench_cmd import command_line, parse_lengths
 
 
-def _row(ctx: int, ours: float, floor: float, scratch: float, batch8: float) -> dict:
+def _req_row(ctx: int, ours: float, floor: float, scratch: float, batch8: float) -> dict:
     med = {"ours": ours, "floor": floor, "alora_scratch": scratch, "lora": scratch * 1.1,
            "llm_judge": scratch * 1.3, "batch8": batch8}
     return {"context_tokens": ctx, "suffix_tokens": 73, "median_ms": med,
@@ -31,10 +32,34 @@ def _turns(ms: list[float], prefilled: list[int]) -> list[dict]:
                                                                                strict=True))]
 
 
+def _cell(n: int, met: int, right_met: int, right_unmet: int) -> dict:
+    """A real cell: ``n`` checks, ``met`` of them met, the checker right on ``right_met`` met
+    and ``right_unmet`` unmet ones."""
+    labels = [True] * met + [False] * (n - met)
+    verdicts = ([True] * right_met + [False] * (met - right_met)
+                + [False] * right_unmet + [True] * (n - met - right_unmet))
+    return score_cell(labels, verdicts)
+
+
+def _row(kind: str, cells: dict, overall: dict) -> dict:
+    return {"kind": kind, "families": cells, "overall": overall}
+
+
 @pytest.fixture()
-def results() -> dict:
+def accuracy() -> dict:
+    """One split's result: 80 checks in two families of 40, 20 met in each."""
     family = "The response mentions a rather long word that needs shortening."
-    cell = {"n": 40, "correct": 30, "accuracy": 0.75}
+    cell = _cell(40, 20, 15, 15)
+    overall = _cell(80, 40, 30, 30)
+    return {"examples": 80, "labels_true": 40, "families": ["all_caps", family],
+            "source": "unit data", "what": "unit",
+            "adapters": {"rc_alora": _row("alora", {"all_caps": cell, family: cell}, overall),
+                         "rc_lora": _row("lora", {"all_caps": cell, family: cell}, overall)},
+            "floors": {}}
+
+
+@pytest.fixture()
+def results(accuracy) -> dict:
     return {
         "benchmark": "suite", "name": "unit", "seconds": 12.0,
         "config": {"command": "mellea-local bench", "quick": False,
@@ -45,9 +70,9 @@ def results() -> dict:
                        "median_s": {"ours": 0.051, "bare": 0.05},
                        "tokens_per_s": {"ours": 627.0, "bare": 640.0}},
         "requirement_check": {"model": "tiny", "device": "cpu", "dtype": "float32", "rows": [
-            _row(300, 10.0, 9.0, 20.0, 25.0),     # only ours/floor and batch8 apply
-            _row(2100, 12.0, 8.0, 72.0, 30.0),    # scratch >= 5 met; ours/floor 1.5 missed
-            _row(4300, 15.0, 14.0, 120.0, 50.0),  # scratch 8 < 10 missed; batch8 3.33 missed
+            _req_row(300, 10.0, 9.0, 20.0, 25.0),     # only ours/floor and batch8 apply
+            _req_row(2100, 12.0, 8.0, 72.0, 30.0),    # scratch >= 5 met; ours/floor 1.5 missed
+            _req_row(4300, 15.0, 14.0, 120.0, 50.0),  # scratch 8 < 10 missed; batch8 3.33
         ]},
         "batched": {"context_tokens": 4300, "repeats": 3, "rows": [
             {"checks": 1, "batched_ms": 10.0, "sequential_ms": 10.0, "ms_per_check": 10.0,
@@ -59,14 +84,10 @@ def results() -> dict:
                             "turn2_over_turn1": 1.04, "ttft_turn2_over_turn1": 1.04},
                   "no_reuse": {"per_turn": _turns([50, 90], [266, 519]),
                                "turn2_over_turn1": 1.8, "ttft_turn2_over_turn1": 1.8}},
-        "accuracy": {"examples": 80, "families": ["all_caps", family], "source": "unit data",
-                     "model": "embedded", "adapters": {
-                         "rc_alora": {"kind": "alora",
-                                      "families": {"all_caps": cell, family: cell},
-                                      "overall": {"n": 80, "correct": 60, "accuracy": 0.75}},
-                         "rc_lora": {"kind": "lora",
-                                     "families": {"all_caps": cell, family: cell},
-                                     "overall": {"n": 80, "correct": 60, "accuracy": 0.75}}}},
+        "accuracy": {"model": "embedded", "missing": {},
+                     "adapters": {"rc_alora": {"kind": "alora", "path": "/lib/tiny/alora"},
+                                  "rc_lora": {"kind": "lora", "path": "/lib/tiny/lora"}},
+                     "splits": {"user-style": accuracy}},
     }
 
 
@@ -108,8 +129,17 @@ def test_markdown_has_every_section_and_links_only_drawn_figures(results):
                     "## Generation overhead", "## ReACT turns", "## Adapter accuracy"):
         assert heading in text
     assert "![latency vs context length](unit_latency.png)" in text
-    assert "accuracy.png" not in text
-    assert "| **overall** | **0.750** (60/80) | **0.750** (60/80) |" in text
+    assert "accuracy_user-style.png" not in text
+    low, high = results["accuracy"]["splits"]["user-style"]["adapters"]["rc_alora"]["overall"][
+        "interval"]
+    assert low < 0.75 < high
+    overall = f"**0.750 [{low:.2f}, {high:.2f}]**"
+    assert f"| **overall** | 80 (40) | {overall} | {overall} |" in text
+    assert f"| rc_alora (alora) | 0.750 [{low:.2f}, {high:.2f}] | 0.750 (60/80) | 0.75 | 0.75 |" \
+        in text
+    # 40 checks a family: flagged as too few, the interval beside the figure.
+    assert "| all_caps | 40 (20) | 0.750 [" in text and "]† |" in text
+    assert "`/lib/tiny/alora`" in text  # the adapter scored is named
     assert "| ours/floor | 2100 tokens | 1.50 | <= 1.3 | **missed** |" in text
     results["accuracy"] = {"skipped": "no trained adapters here."}
     assert "Skipped: no trained adapters here." in markdown(results, {})
@@ -121,8 +151,8 @@ def test_write_outputs_draws_pngs_that_open(results, tmp_path):
 
     err = io.StringIO()
     paths = write_outputs(results, tmp_path, "unit", Console(file=err))
-    assert set(paths) == {"json", "markdown", "latency_png", "accuracy_png"}
-    for key in ("latency_png", "accuracy_png"):
+    assert set(paths) == {"json", "markdown", "latency_png", "accuracy_png:user-style"}
+    for key in ("latency_png", "accuracy_png:user-style"):
         assert paths[key].stat().st_size > 10_000
         with Image.open(paths[key]) as img:
             img.verify()
@@ -131,10 +161,10 @@ def test_write_outputs_draws_pngs_that_open(results, tmp_path):
     saved = json.loads(paths["json"].read_text())
     assert saved["files"] == {"json": "unit.json", "markdown": "unit.md",
                               "latency_png": "unit_latency.png",
-                              "accuracy_png": "unit_accuracy.png"}
+                              "accuracy_png:user-style": "unit_accuracy_user-style.png"}
     assert len(saved["targets"]) == 8
     md = paths["markdown"].read_text()
-    assert "(unit_latency.png)" in md and "(unit_accuracy.png)" in md
+    assert "(unit_latency.png)" in md and "(unit_accuracy_user-style.png)" in md
     assert err.getvalue() == ""
 
 
@@ -173,15 +203,37 @@ def test_a_quick_run_draws_no_figure_and_says_why(results, tmp_path):
     assert note in paths["markdown"].read_text()
 
 
-def test_an_accuracy_figure_needs_enough_checks_per_bar(results, tmp_path):
+def test_small_cells_are_drawn_flagged_and_never_shown_as_a_win(results, accuracy, tmp_path):
+    """A --limit run still draws its figure; a 2-check family is hatched and labelled with its
+    count, and its lead over the judge reads "too few", not "+100.0"."""
     pytest.importorskip("matplotlib")
-    cell = results["accuracy"]["adapters"]["rc_lora"]["families"]["all_caps"] = {
-        "n": 3, "correct": 3, "accuracy": 1.0}
-    assert cell["n"] < 20
+    from mellea_local.bench.judge import points_vs_judge
+
+    tiny = score_cell([True, False], [True, False])
+    assert tiny["balanced_accuracy"] == 1.0 and tiny["too_small"]
+    wrong = score_cell([True, False], [False, True])
+    accuracy["adapters"]["rc_alora"]["families"]["all_caps"] = tiny
+    accuracy["adapters"]["judge (greedy)"] = _row(
+        "judge", {f: wrong for f in accuracy["families"]}, _cell(80, 40, 20, 20))
+    accuracy["adapters"]["judge (greedy)"].update(variant="greedy", said_yes=0.5,
+                                                   max_new_tokens=16)
+    accuracy["vs_judge"] = points_vs_judge(accuracy)
+    assert accuracy["vs_judge"]["rc_alora"]["greedy"]["families"]["all_caps"] == 100.0
     paths = write_outputs(results, tmp_path, "unit", Console(file=io.StringIO()))
-    assert "latency_png" in paths and "accuracy_png" not in paths
-    note = json.loads(paths["json"].read_text())["plots_note"]
-    assert "a family has 3 labelled checks" in note
+    assert "accuracy_png:user-style" in paths
+    md = paths["markdown"].read_text()
+    assert "+100.0" not in md and "too few (n=2)" in md
+    assert "**+25.0**" in md  # overall: 0.75 against the judge's 0.50, 80 checks
+
+    [ax] = plots.accuracy_figure(accuracy, split="user-style", model="tiny",
+                                 adapters=results["accuracy"]["adapters"]).axes
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].startswith("OVERALL\nn=80 (40 met)")
+    assert labels[1] == "all_caps\nn=2 (1 met), too few"
+    title = ax.get_title()
+    assert "user-style" in title and "model tiny" in title and "tiny/alora" in title
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    assert hatched  # the small cells, drawn
 
 
 def test_modes_are_interleaved_round_robin():
@@ -198,9 +250,8 @@ def test_cli_helpers():
     assert parse_lengths(None) is None
     with pytest.raises(ValueError, match="comma-separated"):
         parse_lengths("128;512")
-    from pathlib import Path
 
-    line = command_line({"quick": True, "name": None, "out_dir": Path("benchmarks/results"),
+    line = command_line({"quick": True, "name": None, "out_dir": None,
                          "seed": 9000, "device": "cuda", "skip": ["react", "batched"],
                          "debug": False})
     assert line == "mellea-local bench --quick --device cuda --skip react --skip batched"

@@ -79,12 +79,15 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     acc = data["accuracy"]
     if _embedded_shipped():
         # the two trained adapters, and the base model asked as a judge beside them
-        assert {a["kind"] for a in acc["adapters"].values()} == {"alora", "lora", "judge"}
+        synthetic = acc["splits"]["synthetic"]
+        assert {a["kind"] for a in synthetic["adapters"].values()} == {"alora", "lora", "judge"}
+        assert set(synthetic["floors"]) == {"always yes", "always no"}
     else:  # no trained adapters in this build: a note, not a failure
         assert "not in this build" in acc["skipped"]
         assert "Skipped: the embedded model" in md
         assert "accuracy skipped:" in result.output
     assert f"wrote {tmp_path / 'q.json'}" in result.output
+    assert f"results in {tmp_path.resolve()}/ (the report: q.md)" in result.output
 
 
 def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp_path):
@@ -106,7 +109,10 @@ def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp
     assert result.exit_code == 0, result.output
     out = json.loads((tmp_path / "acc.json").read_text())
     assert not any(s in out for s in SPEED_SECTIONS)
-    acc = out["accuracy"]
+    assert list(out["accuracy"]["splits"]) == ["data"]  # --dataset: its own split
+    assert out["accuracy"]["adapters"] == {"cli-adapter": {"kind": "alora",
+                                                           "path": str(adapter_dir)}}
+    acc = out["accuracy"]["splits"]["data"]
     assert list(acc["adapters"]) == ["cli-adapter", "judge (greedy)", "judge (probability)"]
     assert set(acc["vs_judge"]["cli-adapter"]) == {"greedy", "probability"}
     assert acc["families"] == ["city", "Answer briefly.", "Mention paris.", "a", "b"]
@@ -129,7 +135,7 @@ def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp
     got = acc["adapters"]["cli-adapter"]["families"]
     assert {f: (c["n"], c["correct"]) for f, c in got.items()} == {
         f: (len(r), sum(r)) for f, r in right.items()}
-    assert not list(tmp_path.glob("*.png"))  # three lines support no figure
+    assert not list(tmp_path.glob("*.png"))  # a --quick run draws nothing
 
 
 def test_a_model_without_trained_adapters_skips_accuracy_with_a_note(cli_model, tmp_path):
