@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
+from mellea_local.adapters.runner import mixes_adapters
 from mellea_local.core import sync
 from mellea_local.core.context import Context
 from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError
@@ -92,7 +93,8 @@ async def aintrinsics_on_turn(
 ) -> list[Any]:
     """Several intrinsics on one conversation (``(name, variables)`` each), results in order.
 
-    Where the runner can (``LocalHFBackend``: aLoRA adapters on the fast path, KV reuse on),
+    Where the runner declares it can (``mixed_adapters``; ``LocalHFBackend``: aLoRA adapters on
+    the fast path, KV reuse on),
     the calls of *different* intrinsics run as one forward: the conversation's base cache is
     shared by all of them and each row gets its own adapter (PEFT's mixed-adapter batching).
     The rest run one intrinsic at a time, as ``aintrinsic_batch`` does. Equal to one at a time
@@ -121,13 +123,14 @@ async def aintrinsics_on_turn(
     results: list[Any] = [None] * len(prepared)
     fast_ones = [i for i, (_, _, spec, *_) in enumerate(prepared) if spec is not None]
     mixed = []
-    if reuse and len(fast_ones) > 1 and hasattr(runner, "next_token_logprobs_mixed"):
+    if reuse and len(fast_ones) > 1 and mixes_adapters(runner):
+        mixer: Any = runner  # declared: it has can_mix and next_token_logprobs_mixed
         rows = [(prepared[i][1], prepared[i][3].ids
                  + category_tokens(tokenizer, prepared[i][2]).forced) for i in fast_ones]
         shared = min(prepared[i][3].shared for i in fast_ones)
-        if runner.can_mix(rows, shared):
+        if mixer.can_mix(rows, shared):
             mixed = fast_ones
-            logprobs = await runner.next_token_logprobs_mixed(rows, shared)
+            logprobs = await mixer.next_token_logprobs_mixed(rows, shared)
             for row, i in enumerate(fast_ones):
                 intrinsic, _, spec, _, options, _ = prepared[i]
                 [results[i]] = results_from_logprobs(runner, intrinsic, spec,
