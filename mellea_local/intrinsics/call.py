@@ -8,8 +8,9 @@ shape, with numbers as numbers (requirement-check: ``{"requirement_check": {"sco
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+import functools
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
 from mellea_local.adapters.runner import mixes_adapters
@@ -29,6 +30,7 @@ from mellea_local.intrinsics.scoring import (
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def as_runner(backend: Any) -> AdapterRunner:
@@ -147,18 +149,6 @@ async def aintrinsics_on_turn(
     return results
 
 
-def intrinsics_on_turn(
-    backend: AdapterRunner,
-    context: Context,
-    calls: Sequence[tuple[str, Mapping[str, Any]]],
-    *,
-    model_options: Mapping[str, Any] | None = None,
-) -> list[Any]:
-    """Synchronous ``aintrinsics_on_turn``."""
-    return run_sync(aintrinsics_on_turn(backend, context, calls, model_options=model_options),
-                    "aintrinsics_on_turn")
-
-
 async def aintrinsic(
     backend: AdapterRunner,
     name: str,
@@ -186,15 +176,20 @@ def run_sync(coro: Coroutine[Any, Any, T], twin: str) -> T:
         f"This is the synchronous form; inside a running event loop, await {twin} instead."))
 
 
-def intrinsic(
-    backend: AdapterRunner,
-    name: str,
-    context: Context,
-    *,
-    adapter: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    **variables: Any,
-) -> Any:
-    """Synchronous ``aintrinsic``."""
-    return run_sync(aintrinsic(backend, name, context, adapter=adapter,
-                               model_options=model_options, **variables), "aintrinsic")
+def sync_twin(twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous form of the coroutine function ``twin`` (same signature, written once):
+    it runs ``twin`` over ``run_sync`` and, inside a running event loop, refuses, naming
+    ``twin`` to await."""
+    name = twin.__name__
+
+    @functools.wraps(twin)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(twin(*args, **kwargs), name)
+
+    run.__name__ = run.__qualname__ = name.removeprefix("a")
+    run.__doc__ = f"Synchronous ``{name}``."
+    return run
+
+
+intrinsic = sync_twin(aintrinsic)
+intrinsics_on_turn = sync_twin(aintrinsics_on_turn)
