@@ -26,6 +26,7 @@ from mellea_local.backends.constrained import (
     compact_json_grammar,
     token_logprobs,
 )
+from mellea_local.backends.delegate import delegated
 from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.hf.adapter_calls import mixed_batchable
 from mellea_local.backends.hf.engine import Engine
@@ -142,26 +143,12 @@ class LocalHFBackend(ServingBackend):
         return (f"{type(self).__name__}(model={self.model_id!r}, device='{self.device}', "
                 f"dtype={dtype!r}, adapters={sorted(self._registry.adapters)!r})")
 
-    @property
-    def model(self) -> Any:
-        return self.engine.model
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.engine.tokenizer
-
-    @property
-    def device(self) -> torch.device:
-        return self.engine.model.device
-
-    @property
-    def prefix_cache(self) -> PrefixCache:
-        return self.engine.prefix_cache
-
-    @property
-    def stats(self) -> CacheStats:
-        """Tokens prefilled and reused by this backend's calls (``CacheStats``)."""
-        return self.engine.stats
+    model: delegated[Any] = delegated("engine.model")
+    tokenizer: delegated[Any] = delegated("engine.tokenizer")  # type: ignore[assignment]
+    device: delegated[torch.device] = delegated("engine.model.device")
+    prefix_cache: delegated[PrefixCache] = delegated("engine.prefix_cache")
+    stats: delegated[CacheStats] = delegated(
+        "engine.stats", "Tokens prefilled and reused by this backend's calls (``CacheStats``).")
 
     @property
     def base_model_name(self) -> str:

@@ -24,6 +24,7 @@ from mellea_local.adapters import ResolvedAdapter
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.backends.adapter_registry import check_config, check_weight_fit
 from mellea_local.backends.cache_compat import crop_to, new_cache
+from mellea_local.backends.delegate import delegated
 from mellea_local.backends.hf.adapter_calls import (
     adapter_generate,
     last_logits,
@@ -83,18 +84,10 @@ class Engine:
             self, lambda adapter, row, shared: last_logits_locked(self, adapter, [row], shared))
         """Coalesces checks of different conversations that wait at the same time."""
 
-    @property
-    def model(self) -> Any:
-        return self.holder.model
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.holder.tokenizer
-
-    @property
-    def lock(self) -> Any:
-        """Held by every call for as long as it uses the model."""
-        return self.holder.lock
+    model: delegated[Any] = delegated("holder.model")
+    tokenizer: delegated[Any] = delegated("holder.tokenizer")
+    lock: delegated[Any] = delegated(
+        "holder.lock", "Held by every call for as long as it uses the model.")
 
     # ----- adapters (admitted by ServingBackend.admit_adapter first) ----------------------
 
