@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mellea_local"
 
 STAGES: tuple[str, ...] = (
     "errors", "options", "model_ids",            # no dependencies but errors
-    "extras", "threads",                         # optional extras, torch's thread count
+    "extras", "datasets", "threads",             # optional extras, shipped data, threads
     "core",                                      # the peer's core types and Backend
     "inputs",                                    # argument checks shared by public entries
     "messages", "rendering", "parsing",          # chat turns -> token ids -> model text back
