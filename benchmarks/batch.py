@@ -1,4 +1,4 @@
-"""`check --engine local` vs `--engine ray` with 1 and 2 actors, on the embedded model.
+"""`check --pool local` vs `--pool ray` with 1 and 2 actors, on the embedded model.
 
 Per round (rounds interleave the modes, so drift hits all alike): the local engine in this
 process (``local``: torch's default threads, what ``check`` runs with; ``local1``: one thread,

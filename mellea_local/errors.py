@@ -32,12 +32,17 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   └── ScoreJSONError [json.JSONDecodeError]
     ├── NotAnAdapterRunnerError [TypeError]
     ├── ModelLoadError [OSError]           a model or tokenizer could not be loaded
-    │   └── BackendArgumentError [ValueError]
+    │   ├── BackendArgumentError [ValueError], GGUFConversionError [ValueError],
+    │   │   ModelIntegrityError [ValueError], ModelDownloadError
+    │   └── ModelNotDownloadedError [LookupError], UnknownModelError [LookupError]
     ├── KVCacheError [ValueError], ConstrainedDecodingError
     ├── ReactLoopError [RuntimeError]      the agent spent its budget
     ├── EmbeddedModelError [ValueError]
     ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
-    │   BatchRunError [RuntimeError], RayNotInstalledError [ImportError], BenchmarkError
+    │   BatchRunError [RuntimeError], BenchmarkError
+    ├── MissingExtraError [ImportError]    a feature's optional extra is not installed
+    │   └── RayNotInstalledError
+    ├── TrainingDataError [ValueError], TrainingError [RuntimeError]
     ├── GGUFExportError [ValueError]       a model or adapter llama.cpp cannot be given
     ├── TrainingDataError [ValueError]     a training JSONL (or its file) cannot be used
     ├── TrainingError [RuntimeError]       a training run cannot start or continue
@@ -50,6 +55,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
     └── LlamaServerError                   a llama-server call failed
         ├── LlamaServerUnavailableError [ConnectionError]
         ├── LlamaServerResponseError, LlamaServerAdapterError [ValueError]
+        ├── LlamaServerTimeoutError [TimeoutError]
         └── LlamaServerBinaryError [FileNotFoundError]
 
 The stage-specific subclasses of ``InvalidInputError`` let a caller tell a bad context from a

@@ -104,12 +104,32 @@ def check_adapter_arg(adapter: str, base_model: str) -> None:
 def load_backend(
     model: str, *, device: str | None = None, dtype: str | None = None,
     adapter: str | None = None, model_options: dict[str, Any] | None = None,
+    backend: str = "hf", server_urls: tuple[str, ...] = (), api_key: str | None = None,
+    threads: int | None = None,
 ) -> Any:
-    """The backend for ``--model``: the embedded model, a local folder or a cached hub id.
+    """The backend for ``--model`` on the engine ``--backend`` names (``backends.registry``):
+    ``hf`` (default) loads the embedded model, a local folder or a cached hub id; another
+    engine gets ``server_urls``/``api_key`` (``--server-url``) and ``threads``.
 
     The arguments (``adapter`` too, which is only checked here) are validated first, so a
     typo costs no model load.
     """
+    if backend != "hf":
+        from mellea_local.backends.registry import backend_loader
+
+        return backend_loader(backend)(model, device=device, dtype=dtype,
+                                       model_options=model_options, server_urls=server_urls,
+                                       api_key=api_key, threads=threads)
+    return load_hf_backend(model, device=device, dtype=dtype, adapter=adapter,
+                           model_options=model_options)
+
+
+def load_hf_backend(
+    model: str, *, device: str | None = None, dtype: str | None = None,
+    adapter: str | None = None, model_options: dict[str, Any] | None = None,
+    **_: Any,
+) -> Any:
+    """``--backend hf``: a ``LocalHFBackend`` for ``--model`` (arguments checked first)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     check_model_args(model, dtype=dtype, adapter=adapter)
     from mellea_local.backends.hf import LocalHFBackend

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from mellea_local.core.blocks import AudioBlock, AudioUrlBlock, CBlock, ImageBlock, ImageUrlBlock
@@ -21,7 +21,7 @@ from mellea_local.core.turn import ChatTurn
 from mellea_local.errors import InputTypeError, InvalidInputError
 
 if TYPE_CHECKING:
-    from mellea_local.core.context import Context
+    from mellea_local.core.context import ChatContext, Context
 
 logger = logging.getLogger(__name__)
 
@@ -347,3 +347,26 @@ def as_generic_chat_history(
         else:
             history.append(Message("user", fmt(entry)))
     return history
+
+
+def chat_context(turns: Iterable[Any]) -> ChatContext:
+    """A ``ChatContext`` holding ``turns`` in order: the one converter from data to a context.
+
+    Each turn is a ``Message``, a mapping (``role``, ``content``, optional ``thinking`` or
+    ``reasoning_content``) or a ``(role, content)`` / ``(role, content, thinking)`` tuple, as
+    datasets, benchmarks and training rows hold them; ``Message`` checks each field.
+    """
+    from mellea_local.core.context import ChatContext
+
+    ctx = ChatContext()
+    for turn in turns:
+        if isinstance(turn, Message):
+            message = turn
+        elif isinstance(turn, dict):
+            message = Message(turn["role"], turn["content"],
+                              thinking=turn.get("thinking", turn.get("reasoning_content")))
+        else:
+            role, content, *rest = turn
+            message = Message(role, content, thinking=rest[0] if rest else None)
+        ctx = ctx.add(message)
+    return ctx

@@ -19,6 +19,11 @@ its side, whatever its engine:
 - an adapter whose kind's ``require_activation`` fails on the tokens it is fed is refused
   (``AloraActivationError``), never run as the base model;
 - after a call no adapter is left active and a shared base cache holds base K/V only.
+
+A runner may declare the capability ``mixed_adapters = True`` and then also provide
+``can_mix(calls, shared)`` and ``next_token_logprobs_mixed(calls, shared)`` (several adapters
+in one forward); the intrinsics layer reads the declaration (``mixes_adapters``), never
+probes for the methods.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ if TYPE_CHECKING:
 
     from mellea_local.adapters.loaded import Adapter
     from mellea_local.adapters.transformations import TokenLogprob
+
+
+def mixes_adapters(runner: Any) -> bool:
+    """Whether ``runner`` declares the ``mixed_adapters`` capability (absent: it does not)."""
+    return getattr(runner, "mixed_adapters", False) is True
 
 
 @runtime_checkable
@@ -58,6 +68,7 @@ class AdapterRunner(Protocol):
         shared: int,
         *,
         reuse: bool = True,
+        read: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Log-probabilities of the next token after each row, with ``adapter`` on.
 
@@ -65,6 +76,9 @@ class AdapterRunner(Protocol):
         for an aLoRA). Returns a float32 tensor ``[len(rows), vocab]``, each row log-softmaxed.
         A runner that only sees the top-n candidates fills the rest with ``-inf``. ``reuse=False``
         forbids serving the prefix from a cache (the slow path exactness tests compare with).
+        ``read``: the token ids the caller will read (a fast path's categories), or None for
+        all; a runner that sees only the top-n candidates must make those exact (it may ask
+        for more), a runner that computes the whole vocabulary ignores it.
         """
         ...
 

@@ -137,7 +137,8 @@ def _as_ids(ids: TokenIds) -> torch.Tensor:
                 f"sequence, as a 1-D tensor or a [1, n] batch."
             )
         return ids.detach().to(device="cpu", dtype=torch.long)
-    return torch.tensor(list(ids), dtype=torch.long)
+    # Through numpy: torch.tensor(list) cost ~0.2 ms per 1,000 ids, twice per warm check.
+    return torch.from_numpy(np.fromiter(ids, dtype=np.int64, count=len(ids)))
 
 
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:

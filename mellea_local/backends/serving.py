@@ -9,19 +9,44 @@ at the transport, :class:`ServingBackend` holds the lifecycle and an engine impl
 token ids (on a worker thread, or as an event-loop task) and hand the outcome to the
 :class:`Delivery`, which feeds the thunk.
 
-An engine adopts it by deriving from ``ServingBackend`` (after ``RequirementScoring``), setting
-``provider``, ``model_id``, ``model_options``, ``_positions`` and a ``tokenizer`` property, and
-implementing ``_start_producing``; ``render`` and ``generate_from_context`` come with it.
+What does not depend on how tokens are made is written here once, for every engine:
+
+- **adapter admission** (:meth:`ServingBackend.admit_adapter`): name check, ``io.yaml``
+  ``check_supported()``, the already-loaded and name-clash rules, base and tokenizer fit, then
+  ``engine.load_adapter`` (the one step that differs), then the registry record. Both
+  ``LocalHFBackend.add_adapter`` and the adapters a llama-server serves go through it, so an
+  io.yaml one backend refuses the other refuses too;
+- the adapter lookups (``adapters``, ``adapter_for``, ``supports_intrinsic``) and the scoring
+  entry point (``score_requirements``, ``RequirementScoring`` over the intrinsics layer);
+- the generation lifecycle (``render``, ``generate_from_context``).
+
+An engine is the small protocol :class:`ServingEngine`: it declares its capabilities
+(``mixed_adapters``) and loads an admitted adapter (``load_adapter``; the duty only it can
+keep, refusing an aLoRA whose invocation is absent from the tokens it is fed, stays in its
+adapter calls). ``backend.engine`` is the public handle on every backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from mellea_local.adapters import AdapterSource, ResolvedAdapter, resolve_adapter
+from mellea_local.adapters.catalog import require_intrinsic_name
+from mellea_local.adapters.loaded import Adapter
+from mellea_local.backends.adapter_registry import (
+    LoadedAdapters,
+    check_adapter_name,
+    check_base_fit,
+    check_tokenizer_fit,
+    describe,
+    intrinsic_of,
+)
 from mellea_local.backends.constrained import json_schema_grammar
 from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
 from mellea_local.core.backend import Backend
@@ -29,10 +54,28 @@ from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import check_format
+from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, merge_options
 from mellea_local.rendering.request import render_request
 
-__all__ = ["Delivery", "ServingBackend", "ServingRequest"]
+__all__ = ["Delivery", "ServingBackend", "ServingEngine", "ServingRequest"]
+
+
+@runtime_checkable
+class ServingEngine(Protocol):
+    """What a backend needs from its engine beyond producing tokens (structural).
+
+    ``mixed_adapters``: whether one forward can score rows with different adapters on
+    (``next_token_logprobs_mixed``); the intrinsics layer reads this declaration instead of
+    probing for methods. ``load_adapter`` makes an admitted adapter usable under ``name`` or
+    raises ``AdapterError`` leaving the engine unchanged; ``unload_adapter`` undoes it.
+    """
+
+    mixed_adapters: bool
+
+    def load_adapter(self, resolved: ResolvedAdapter, name: str) -> None: ...
+
+    def unload_adapter(self, name: str) -> None: ...
 
 
 @dataclass
@@ -84,15 +127,113 @@ class Delivery:
             self._mot._push_done()
 
 
-class ServingBackend(Backend):
-    """``generate_from_context`` for an engine that supplies only how tokens are produced."""
+class ServingBackend(RequirementScoring, Backend):
+    """A backend over an engine: adapters, scoring and generation written once; the engine
+    supplies only how tokens are produced (``_start_producing``) and how an adapter loads."""
 
     provider: ClassVar[str]
     """Written to ``thunk.generation.provider`` (``"huggingface"``, ``"llama.cpp"``)."""
     model_id: str
     model_options: dict[str, Any]
+    engine: ServingEngine
+    """The public handle on what computes (model and cache, or the server fleet)."""
     _positions: Any
     """The engine's position limit, as ``rendering.prompt.position_limit`` gives it."""
+    _registry: LoadedAdapters
+    _base_identity: str | None = None
+    """The base model adapters are checked against (``check_base_fit``); None: unchecked."""
+
+    # ----- adapters (admission written once) ----------------------------------------------
+
+    @property
+    def adapters(self) -> dict[str, Adapter]:
+        """Loaded adapters by name (a copy)."""
+        return dict(self._registry.adapters)
+
+    def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
+        """The adapter serving ``intrinsic``: the one named, else an aLoRA, else a LoRA."""
+        return self._registry.adapter_for(intrinsic, name=name)
+
+    def supports_intrinsic(self, name: str) -> bool:
+        return self._registry.serves(name)
+
+    @property
+    def mixed_adapters(self) -> bool:
+        """The engine's declared capability: several adapters in one forward."""
+        return bool(self.engine.mixed_adapters)
+
+    def admit_adapter(
+        self, resolved: ResolvedAdapter, *, name: str | None = None, source: Any = None,
+        allow_other_base: bool = False,
+    ) -> Adapter:
+        """The one admission path: every rule an adapter must pass, then the engine's load,
+        then the registry record. All or nothing: a refusal leaves the backend as it was.
+
+        Rules, in order: a usable ``name``; the io.yaml asks only for what is applied
+        (``check_supported``); the same unchanged folder already loaded is a no-op (with a
+        warning); a name held by another folder is refused; the adapter was trained on this
+        base (unless ``allow_other_base``) and its invocation means the same to our tokenizer.
+        """
+        name = check_adapter_name(name)
+        resolved.io_config.check_supported()
+        same = self._registry.loaded_from(resolved)
+        if same is not None and name in (None, same.name) and (
+                same.intrinsic == intrinsic_of(resolved)):
+            return self._registry.note_loaded_again(same, source)
+        name = name or f"{intrinsic_of(resolved) or resolved.path.name}_{resolved.kind.value}"
+        self._registry.refuse_clash(name, source if source is not None else resolved.path,
+                                    resolved)
+        if not allow_other_base:
+            check_base_fit(resolved, self._base_identity)
+        check_tokenizer_fit(resolved, self.tokenizer)
+        self.engine.load_adapter(resolved, name)
+        return self._registry.add(describe(resolved, name, self.tokenizer), resolved)
+
+    def add_adapter(
+        self,
+        source: AdapterSource,
+        *,
+        name: str | None = None,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
+        intrinsic: str | None = None,
+        allow_other_base: bool = False,
+    ) -> Adapter:
+        """Load an adapter folder, or an intrinsic (e.g. ``"requirement-check"``) by name.
+
+        An intrinsic name is looked up in the adapter libraries (``roots``, default: the
+        bundled ones) for this base model, preferring an aLoRA. The intrinsic an adapter
+        serves comes from ``intrinsic=``, else from the library layout
+        (``<intrinsic>/<base>/<alora|lora>/``). Then the rules of :meth:`admit_adapter`: it
+        must fit this model and tokenizer, be trained on it (``allow_other_base=True``
+        accepts an adapter whose config names another base, for a copy or fine-tune of it),
+        and its io.yaml must use only features this package implements
+        (``check_supported``); an engine that serves a fixed set (llama-server) accepts only
+        those.
+
+        Adding is all or nothing: a refused or failed load leaves the backend exactly as it
+        was. Adding a folder that is already loaded is a no-op that logs a warning saying so
+        and returns the loaded ``Adapter``; a name already taken by another folder is an error.
+        """
+        name = check_adapter_name(name)
+        resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
+        if intrinsic is not None:
+            resolved = dataclasses.replace(resolved, intrinsic=require_intrinsic_name(intrinsic))
+        return self.admit_adapter(resolved, name=name, source=source,
+                                  allow_other_base=allow_other_base)
+
+    def unload_adapter(self, name: str) -> None:
+        """Remove a loaded adapter; the name (and what the engine held for it) is free again."""
+        from mellea_local.errors import AdapterNotFoundError
+
+        if name not in self._registry.adapters:
+            raise AdapterNotFoundError(
+                f"No adapter named {name!r} is loaded (loaded: {sorted(self._registry.adapters)})"
+                "; nothing to unload."
+            )
+        self.engine.unload_adapter(name)
+        self._registry.remove(name)
+
+    # ----- generation ----------------------------------------------------------------------
 
     @property
     @abstractmethod

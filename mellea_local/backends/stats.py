@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mellea_local.backends.delegate import delegated
 from mellea_local.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -110,30 +111,15 @@ class CacheStats:
         """The figures of the most recent call (all zero before the first)."""
         return self._last
 
-    @property
-    def prefilled_tokens(self) -> int:
-        return self._total.prefilled_tokens
-
-    @property
-    def reused_tokens(self) -> int:
-        return self._total.reused_tokens
-
-    @property
-    def cache_hits(self) -> int:
-        return self._total.cache_hits
-
-    @property
-    def cache_misses(self) -> int:
-        return self._total.cache_misses
-
-    @property
-    def reusable_tokens(self) -> int:
-        return self._total.reusable_tokens
-
-    @property
-    def unreusable_calls(self) -> int:
-        """Calls that could not reuse the conversation's cache (plain-LoRA adapter calls)."""
-        return self._total.unreusable_calls
+    # The totals, one by one.
+    prefilled_tokens: delegated[int] = delegated("_total.prefilled_tokens")
+    reused_tokens: delegated[int] = delegated("_total.reused_tokens")
+    cache_hits: delegated[int] = delegated("_total.cache_hits")
+    cache_misses: delegated[int] = delegated("_total.cache_misses")
+    reusable_tokens: delegated[int] = delegated("_total.reusable_tokens")
+    unreusable_calls: delegated[int] = delegated(
+        "_total.unreusable_calls",
+        "Calls that could not reuse the conversation's cache (plain-LoRA adapter calls).")
 
     # The prefix cache's current state (0 without one).
 

@@ -55,7 +55,7 @@ from mellea_local.core.context import ChatContext
 from mellea_local.errors import CheckFileError, LineError
 from mellea_local.inputs import jsonl_lines, loads_json
 from mellea_local.launch import add_cli_adapter, load_backend, read_utf8
-from mellea_local.messages import Message
+from mellea_local.messages import chat_context
 from mellea_local.requirements.dataset import CheckItem, parse_line, parse_object
 from mellea_local.requirements.result import passes
 
@@ -280,10 +280,7 @@ def _is_json(text: str) -> bool:
 
 def conversation(item: CheckItem) -> ChatContext:
     """The line's messages as the context its requirements judge."""
-    ctx = ChatContext()
-    for role, content, thinking in item.messages:
-        ctx = ctx.add(Message(role, content, thinking=thinking))  # type: ignore[arg-type]
-    return ctx
+    return chat_context(item.messages)
 
 
 async def check_item(backend: Any, item: CheckItem, adapter: str | None) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from mellea_local.core.context import ChatContext
 from mellea_local.errors import AdapterNotFoundError, DatasetError, LineError
 from mellea_local.intrinsics.score import REQUIREMENT_CHECK
 from mellea_local.launch import read_utf8
-from mellea_local.messages import Message
+from mellea_local.messages import chat_context
 from mellea_local.requirements.dataset import parse_line
 from mellea_local.requirements.metrics import binary_scores
 
@@ -117,10 +117,7 @@ def family_order(items: list[LabelledItem]) -> list[str]:
 
 def context_of(messages: list[dict[str, Any]]) -> ChatContext:
     """The conversation as a ``ChatContext`` (assistant thinking kept where given)."""
-    ctx = ChatContext()
-    for m in messages:
-        ctx = ctx.add(Message(m["role"], m["content"], thinking=m.get("reasoning_content")))
-    return ctx
+    return chat_context(messages)
 
 
 def check_adapters(backend: Any) -> list[Any]:

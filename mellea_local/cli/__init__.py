@@ -16,18 +16,25 @@ from mellea_local.cli.models import models_app
 from mellea_local.cli.options import (
     EMBEDDED,
     AdapterOpt,
+    ApiKeyFileOpt,
+    BackendChoice,
+    BackendOpt,
     DebugOpt,
     DeviceOpt,
     DtypeOpt,
     ModelOpt,
+    OldEngineOpt,
+    PoolOpt,
+    ServerUrlOpt,
     ThreadsOpt,
     apply_cli_threads,
     check_model_args,
+    pool_choice,
     run_guarded,
 )
 from mellea_local.cli.train import TRAIN_EPILOG, train_command
 from mellea_local.cli.usage import CliGroup
-from mellea_local.errors import CheckFileError, InvalidInputError
+from mellea_local.errors import BackendArgumentError, CheckFileError, InvalidInputError
 
 if TYPE_CHECKING:
     from mellea_local.batch import RayOptions
@@ -131,44 +138,31 @@ CHECK_EPILOG = (
 )
 
 
-ENGINES = ("local", "ray")
-
-
-def _check_engine(value: str) -> str:
-    if value not in ENGINES:
-        raise typer.BadParameter(f"{value!r}; use local (one process) or ray (an actor pool).")
-    return value
-
-
-EngineOpt = Annotated[str, typer.Option(
-    "--engine", callback=_check_engine,
-    help="local: one backend in this process; ray: a Ray Data actor pool, one backend per "
-    "actor (needs pip install 'mellea-local\\[ray]'). Same output either way.")]
 # typer renders help as Rich markup, where "[ray]" is a style tag and vanishes: a literal
 # bracket in help text is written "\\[" (tests/cli/test_help_text.py checks every command).
 ActorsOpt = Annotated[int | None, typer.Option(
-    "--actors", help="--engine ray: actors in the pool, one backend each (default 1).")]
+    "--actors", help="--pool ray: actors in the pool, one backend each (default 1).")]
 RayAddressOpt = Annotated[str | None, typer.Option(
-    "--ray-address", help="--engine ray: an existing cluster (auto, host:port, "
+    "--ray-address", help="--pool ray: an existing cluster (auto, host:port, "
     "ray://host:10001); default: start a local Ray for the run.")]
 BatchSizeOpt = Annotated[int | None, typer.Option(
-    "--batch-size", help="--engine ray: lines per actor call (default 8).")]
+    "--batch-size", help="--pool ray: lines per actor call (default 8).")]
 GpusPerActorOpt = Annotated[float | None, typer.Option(
-    "--gpus-per-actor", help="--engine ray: GPUs per actor, e.g. 1 or 0.5 (default 0: CPU).")]
+    "--gpus-per-actor", help="--pool ray: GPUs per actor, e.g. 1 or 0.5 (default 0: CPU).")]
 
 
 def ray_options(engine: str, actors: int | None, ray_address: str | None,
                 batch_size: int | None, gpus_per_actor: float | None,
                 threads: int | None = None) -> RayOptions | None:
-    """The pool settings for ``--engine ray`` (validated), None for local; a Ray flag with
-    ``--engine local`` is refused rather than ignored."""
+    """The pool settings for ``--pool ray`` (validated), None for local; a Ray flag with
+    ``--pool local`` is refused rather than ignored."""
     given = {"--actors": actors, "--ray-address": ray_address, "--batch-size": batch_size,
              "--gpus-per-actor": gpus_per_actor}
     if engine != "ray":
         stray = [flag for flag, value in given.items() if value is not None]
         if stray:
-            raise typer.BadParameter(f"{', '.join(stray)} only apply with --engine ray; add "
-                                     "--engine ray or leave them out.")
+            raise typer.BadParameter(f"{', '.join(stray)} only apply with --pool ray; add "
+                                     "--pool ray or leave them out.")
         return None
     from mellea_local.batch import RayOptions
 
@@ -184,7 +178,7 @@ def ray_options(engine: str, actors: int | None, ray_address: str | None,
 def check(
     input_path: Annotated[Path, typer.Argument(
         metavar="INPUT", help="JSONL dataset: messages, requirement(s), optional label "
-        "(--engine ray also reads Parquet with those columns).")],
+        "(--pool ray also reads Parquet with those columns).")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="JSONL of scores and verdicts; appended to, resumed from. "
         "Must not be the input.")],
@@ -196,12 +190,16 @@ def check(
     allow_bad_lines: Annotated[bool, typer.Option(
         "--allow-bad-lines", help="Exit 0 even when lines were malformed or failed (they are "
         "still reported); without it such a run exits 3.")] = False,
-    engine: EngineOpt = "local",
+    pool: PoolOpt = None,
+    engine: OldEngineOpt = None,
     actors: ActorsOpt = None,
     ray_address: RayAddressOpt = None,
     batch_size: BatchSizeOpt = None,
     gpus_per_actor: GpusPerActorOpt = None,
     threads: ThreadsOpt = None,
+    backend_name: BackendOpt = "hf",
+    server_url: ServerUrlOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
@@ -219,11 +217,16 @@ def check(
             report,
             run_check,
         )
-        from mellea_local.cli.options import load_backend
+        from mellea_local.cli.options import add_cli_adapter, load_backend
         from mellea_local.launch import add_check_adapter, require_check_adapter
 
-        options = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor,
-                              threads)
+        serving = BackendChoice.from_options(backend_name, server_url, api_key_file)
+        options = ray_options(pool_choice(pool, engine), actors, ray_address, batch_size,
+                              gpus_per_actor, threads)
+        if options is not None and serving.backend != "hf":
+            raise BackendArgumentError(
+                f"--pool ray runs one hf backend per actor; use --pool local with --backend "
+                f"{serving.backend} (a llama-server batches conversations itself).")
         if options is not None:
             from mellea_local.batch import run
             from mellea_local.batch.io import is_parquet_output, journal_for, read_pending
@@ -241,14 +244,18 @@ def check(
             lines = dataset_lines(input_path)  # a missing or unreadable input: before the model
             if output.suffix.lower() in (".parquet", ".pq"):
                 raise CheckFileError(
-                    f"-o {str(output)!r}: Parquet output is written by --engine ray (pyarrow "
-                    "comes with its extra); add --engine ray, or pass a .jsonl output.")
+                    f"-o {str(output)!r}: Parquet output is written by --pool ray (pyarrow "
+                    "comes with its extra); add --pool ray, or pass a .jsonl output.")
             guard_paths(input_path, output)
             read_done(output)  # an unusable output fails here, before the model loads
             check_resume(output, items_by_line(list(enumerate(lines, start=1))),
                          str(input_path))
             apply_cli_threads(threads)
-            if adapter is None:  # no adapter anywhere: one line, before the model loads
+            if serving.backend != "hf":  # the served export says which adapters exist
+                backend = serving.load(model, device=device, dtype=dtype, threads=threads)
+                name = (add_cli_adapter(backend, adapter) if adapter is not None
+                        else add_check_adapter(backend, model))
+            elif adapter is None:  # no adapter anywhere: one line, before the model loads
                 require_check_adapter(model)
                 backend = load_backend(model, device=device, dtype=dtype)
                 name = add_check_adapter(backend, model)
@@ -278,18 +285,23 @@ def chat(
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
     threads: ThreadsOpt = None,
+    backend_name: BackendOpt = "hf",
+    server_url: ServerUrlOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
 ) -> None:
     """Chat with the model; thinking shown dimmed, /help lists the commands, /quit leaves."""
     from rich.console import Console
 
     def work() -> None:
         from mellea_local.cli.chat import run_chat
-        from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
+        from mellea_local.cli.options import add_cli_adapter, check_text
 
         if system is not None:
             check_text(system, "--system")
+        serving = BackendChoice.from_options(backend_name, server_url, api_key_file)
         apply_cli_threads(threads)
-        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
+        backend = serving.load(model, device=device, dtype=dtype, adapter=adapter,
+                               threads=threads)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_chat(backend, console=Console(), system=system, thinking=thinking,
@@ -314,12 +326,15 @@ def react_command(
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
     max_new_tokens: MaxNewTokensOpt = 256,
     threads: ThreadsOpt = None,
+    backend_name: BackendOpt = "hf",
+    server_url: ServerUrlOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
 ) -> None:
     """Run the ReACT agent on GOAL with the calculator (and a lookup table), step by step."""
     from rich.console import Console
 
     def work() -> None:
-        from mellea_local.cli.options import add_cli_adapter, check_text, load_backend
+        from mellea_local.cli.options import add_cli_adapter, check_text
         from mellea_local.cli.react_cmd import (
             build_tools,
             parse_lookup,
@@ -331,8 +346,10 @@ def react_command(
             raise InvalidInputError("GOAL is empty; say what the agent should achieve, e.g. "
                                     "'What is 12 * 7?'.")
         tools = build_tools(parse_lookup(lookup or []))
+        serving = BackendChoice.from_options(backend_name, server_url, api_key_file)
         apply_cli_threads(threads)
-        backend = load_backend(model, device=device, dtype=dtype, adapter=adapter)
+        backend = serving.load(model, device=device, dtype=dtype, adapter=adapter,
+                               threads=threads)
         require_tool_template(backend, model)
         if adapter:
             add_cli_adapter(backend, adapter)
@@ -401,7 +418,8 @@ def bench(
     judge: Annotated[bool, typer.Option(
         "--judge/--no-judge", help="Also score the base model asked as a judge (no adapter) "
         "beside each adapter.")] = True,
-    engine: EngineOpt = "local",
+    pool: PoolOpt = None,
+    engine: OldEngineOpt = None,
     actors: ActorsOpt = None,
     ray_address: RayAddressOpt = None,
     batch_size: BatchSizeOpt = None,
@@ -418,7 +436,7 @@ def bench(
                    size=size,
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
                    lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
-                   only=only, limit=limit, judge=judge, engine=engine, actors=actors,
+                   only=only, limit=limit, judge=judge, pool=pool, actors=actors,
                    ray_address=ray_address, batch_size=batch_size, gpus_per_actor=gpus_per_actor)
 
     def work() -> None:
@@ -426,8 +444,9 @@ def bench(
         from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        pool = ray_options(engine, actors, ray_address, batch_size, gpus_per_actor, threads)
-        if pool is not None:
+        chosen = pool_choice(pool, engine)
+        ray = ray_options(chosen, actors, ray_address, batch_size, gpus_per_actor, threads)
+        if ray is not None:
             from mellea_local.batch import require_ray
 
             require_ray()  # before any section runs
@@ -436,7 +455,7 @@ def bench(
             dataset=dataset, device=device, dtype=dtype, threads=threads,
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
             skip=tuple(skip or ()), only=tuple(only or ()), limit=limit, judge=judge,
-            command=command_line(options), engine=engine, ray=pool,
+            command=command_line(options), engine=chosen, ray=ray,
             splits=tuple(split or ()),
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))

@@ -28,6 +28,7 @@ from mellea_local.messages import Message
 from mellea_local.options import ModelOption
 from mellea_local.react import react
 from mellea_local.requirements import Requirement, avalidate
+from mellea_local.requirements.result import passes
 from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
 
 QUESTION = "What is the capital of France?"
@@ -46,7 +47,7 @@ INSTRUCT_OPTIONS = {ModelOption.TEMPERATURE: 0.7, ModelOption.SEED: 6,
 
 
 def _verdict(score: float) -> str:
-    return "[green]pass[/]" if score > 0.5 else "[red]fail[/]"
+    return "[green]pass[/]" if passes(score) else "[red]fail[/]"
 
 
 async def _answer(console: Console, backend: LocalHFBackend) -> tuple[ChatContext, str]:

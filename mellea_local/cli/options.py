@@ -7,13 +7,16 @@ reports.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
-from mellea_local.errors import InvalidInputError
+from mellea_local.errors import BackendArgumentError, InvalidInputError
 from mellea_local.launch import (  # noqa: F401  (the CLI's loaders live in launch.py)
     EMBEDDED,
     add_cli_adapter,
@@ -155,3 +158,112 @@ def check_text(value: str, what: str) -> str:
             "UTF-8 text."
         ) from None
     return value
+
+
+# --- which engine runs the model (--backend, --server-url, the API key) ---------------------
+
+API_KEY_ENV = "MELLEA_LOCAL_API_KEY"
+"""Where ``--server-url``'s API key is read when ``--api-key-file`` is not given."""
+
+
+def _backend_names() -> tuple[str, ...]:
+    from mellea_local.backends.registry import BACKENDS
+
+    return tuple(BACKENDS)
+
+
+def _check_backend(value: str) -> str:
+    names = _backend_names()
+    if value not in names:
+        raise typer.BadParameter(f"{value!r}; use one of {', '.join(names)}.")
+    return value
+
+
+BackendOpt = Annotated[str, typer.Option(
+    "--backend", callback=_check_backend,
+    help="The engine: hf (transformers + PEFT in this process) or llama-server (--model is "
+    "an export-gguf folder or a model to export; a server is started unless --server-url).")]
+ServerUrlOpt = Annotated[list[str] | None, typer.Option(
+    "--server-url", help="--backend llama-server: a running server (repeatable), started on "
+    "the export-gguf folder given as --model.")]
+ApiKeyFileOpt = Annotated[Path | None, typer.Option(
+    "--api-key-file", help=f"--server-url: a file holding the servers' API key (default: "
+    f"${API_KEY_ENV}, else none).")]
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """What ``--backend``, ``--server-url`` and ``--api-key-file`` chose (checked together)."""
+
+    backend: str = "hf"
+    server_urls: tuple[str, ...] = ()
+    api_key_file: Path | None = None
+
+    @classmethod
+    def from_options(cls, backend: str, server_urls: list[str] | None,
+                     api_key_file: Path | None) -> BackendChoice:
+        urls = tuple(server_urls or ())
+        if backend == "hf" and (urls or api_key_file is not None):
+            raise BackendArgumentError(
+                "--server-url and --api-key-file are for --backend llama-server; add it, or "
+                "leave them out to run the model in this process.")
+        if api_key_file is not None and not urls:
+            raise BackendArgumentError(
+                "--api-key-file is the key of the servers --server-url names; add "
+                "--server-url, or leave the key out (a started server gets a random one).")
+        return cls(backend, urls, api_key_file)
+
+    def api_key(self) -> str | None:
+        """The key for ``--server-url``: the file's first line, else ``$MELLEA_LOCAL_API_KEY``."""
+        if not self.server_urls:
+            return None
+        if self.api_key_file is not None:
+            text = read_utf8(self.api_key_file, "--api-key-file", BackendArgumentError)
+            key = text.strip()
+            if not key or "\n" in key:
+                raise BackendArgumentError(
+                    f"--api-key-file {str(self.api_key_file)!r} must hold the key on one line.")
+            return key
+        return os.environ.get(API_KEY_ENV) or None
+
+    def load(self, model: str, *, device: str | None = None, dtype: str | None = None,
+             adapter: str | None = None, model_options: dict[str, Any] | None = None,
+             threads: int | None = None) -> Any:
+        """The backend (``launch.load_backend`` on this engine)."""
+        return load_backend(model, device=device, dtype=dtype, adapter=adapter,
+                            model_options=model_options, backend=self.backend,
+                            server_urls=self.server_urls, api_key=self.api_key(),
+                            threads=threads)
+
+
+# --- --pool (was --engine): where the lines of `check` run -----------------------------------
+
+POOLS = ("local", "ray")
+
+
+def _check_pool(value: str | None) -> str | None:
+    if value is not None and value not in POOLS:
+        raise typer.BadParameter(f"{value!r}; use local (one process) or ray (an actor pool).")
+    return value
+
+
+PoolOpt = Annotated[str | None, typer.Option(
+    "--pool", callback=_check_pool,
+    help="local: one backend in this process; ray: a Ray Data actor pool, one backend per "
+    "actor (needs pip install 'mellea-local\\[ray]'). Same output either way.")]
+OldEngineOpt = Annotated[str | None, typer.Option(
+    "--engine", callback=_check_pool, hidden=True,
+    help="Deprecated spelling of --pool.")]
+
+
+def pool_choice(pool: str | None, engine: str | None) -> str:
+    """``--pool``, or the deprecated ``--engine`` with a one-line warning (default local)."""
+    if engine is not None:
+        Console(stderr=True, soft_wrap=True).print(
+            "warning: --engine is deprecated, use --pool (same values: local, ray)",
+            style="yellow", markup=False, highlight=False)
+        if pool is not None and pool != engine:
+            raise typer.BadParameter(f"--pool {pool} and --engine {engine} disagree; pass "
+                                     "--pool only.")
+        return engine
+    return pool or "local"

@@ -8,10 +8,13 @@ shape, with numbers as numbers (requirement-check: ``{"requirement_check": {"sco
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+import functools
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
+from mellea_local.adapters.runner import mixes_adapters
 from mellea_local.core import sync
 from mellea_local.core.context import Context
 from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError
@@ -28,16 +31,25 @@ from mellea_local.intrinsics.scoring import (
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+_RUNNER_TYPES: weakref.WeakSet[type] = weakref.WeakSet()
+"""Classes whose instances passed ``as_runner`` with the methods defined on the class."""
+_RUNNER_MEMBERS = ("tokenizer", "adapter_for", "next_token_logprobs", "generate_with_adapter")
 
 
 def as_runner(backend: Any) -> AdapterRunner:
     """``backend`` when it implements ``AdapterRunner``; a typed error naming it otherwise."""
+    if type(backend) in _RUNNER_TYPES:  # a runtime Protocol check costs ~60 us a call
+        return backend  # type: ignore[no-any-return]
     if not isinstance(backend, AdapterRunner):
         raise NotAnAdapterRunnerError(
             f"{type(backend).__name__} cannot run intrinsics: it does not implement "
             "mellea_local.adapters.AdapterRunner (tokenizer, adapter_for, next_token_logprobs, "
             "generate_with_adapter). Use LocalHFBackend or another adapter runner."
         )
+    if all(hasattr(type(backend), m) for m in _RUNNER_MEMBERS):  # a class-level runner
+        _RUNNER_TYPES.add(type(backend))
     return backend
 
 
@@ -92,7 +104,8 @@ async def aintrinsics_on_turn(
 ) -> list[Any]:
     """Several intrinsics on one conversation (``(name, variables)`` each), results in order.
 
-    Where the runner can (``LocalHFBackend``: aLoRA adapters on the fast path, KV reuse on),
+    Where the runner declares it can (``mixed_adapters``; ``LocalHFBackend``: aLoRA adapters on
+    the fast path, KV reuse on),
     the calls of *different* intrinsics run as one forward: the conversation's base cache is
     shared by all of them and each row gets its own adapter (PEFT's mixed-adapter batching).
     The rest run one intrinsic at a time, as ``aintrinsic_batch`` does. Equal to one at a time
@@ -121,13 +134,14 @@ async def aintrinsics_on_turn(
     results: list[Any] = [None] * len(prepared)
     fast_ones = [i for i, (_, _, spec, *_) in enumerate(prepared) if spec is not None]
     mixed = []
-    if reuse and len(fast_ones) > 1 and hasattr(runner, "next_token_logprobs_mixed"):
+    if reuse and len(fast_ones) > 1 and mixes_adapters(runner):
+        mixer: Any = runner  # declared: it has can_mix and next_token_logprobs_mixed
         rows = [(prepared[i][1], prepared[i][3].ids
                  + category_tokens(tokenizer, prepared[i][2]).forced) for i in fast_ones]
         shared = min(prepared[i][3].shared for i in fast_ones)
-        if runner.can_mix(rows, shared):
+        if mixer.can_mix(rows, shared):
             mixed = fast_ones
-            logprobs = await runner.next_token_logprobs_mixed(rows, shared)
+            logprobs = await mixer.next_token_logprobs_mixed(rows, shared)
             for row, i in enumerate(fast_ones):
                 intrinsic, _, spec, _, options, _ = prepared[i]
                 [results[i]] = results_from_logprobs(runner, intrinsic, spec,
@@ -142,18 +156,6 @@ async def aintrinsics_on_turn(
             results[i] = await score_general(runner, intrinsic, chosen, prompt, options,
                                              reuse=reuse, marked=marked)
     return results
-
-
-def intrinsics_on_turn(
-    backend: AdapterRunner,
-    context: Context,
-    calls: Sequence[tuple[str, Mapping[str, Any]]],
-    *,
-    model_options: Mapping[str, Any] | None = None,
-) -> list[Any]:
-    """Synchronous ``aintrinsics_on_turn``."""
-    return run_sync(aintrinsics_on_turn(backend, context, calls, model_options=model_options),
-                    "aintrinsics_on_turn")
 
 
 async def aintrinsic(
@@ -183,15 +185,20 @@ def run_sync(coro: Coroutine[Any, Any, T], twin: str) -> T:
         f"This is the synchronous form; inside a running event loop, await {twin} instead."))
 
 
-def intrinsic(
-    backend: AdapterRunner,
-    name: str,
-    context: Context,
-    *,
-    adapter: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    **variables: Any,
-) -> Any:
-    """Synchronous ``aintrinsic``."""
-    return run_sync(aintrinsic(backend, name, context, adapter=adapter,
-                               model_options=model_options, **variables), "aintrinsic")
+def sync_twin(twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous form of the coroutine function ``twin`` (same signature, written once):
+    it runs ``twin`` over ``run_sync`` and, inside a running event loop, refuses, naming
+    ``twin`` to await."""
+    name = twin.__name__
+
+    @functools.wraps(twin)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(twin(*args, **kwargs), name)
+
+    run.__name__ = run.__qualname__ = name.removeprefix("a")
+    run.__doc__ = f"Synchronous ``{name}``."
+    return run
+
+
+intrinsic = sync_twin(aintrinsic)
+intrinsics_on_turn = sync_twin(aintrinsics_on_turn)

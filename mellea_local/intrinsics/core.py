@@ -17,7 +17,13 @@ from mellea_local.intrinsics.helpers import (
     run_field,
     run_records,
 )
-from mellea_local.intrinsics.score import REQUIREMENT_CHECK
+
+# requirement_check / arequirement_check: one owner (intrinsics.requirement_check), the same
+# signature as the peer's core helpers (context, backend, requirement, model_options).
+from mellea_local.intrinsics.requirement_check import (  # noqa: F401  (re-exported)
+    arequirement_check,
+    requirement_check,
+)
 from mellea_local.messages import Document, Message
 
 
@@ -35,14 +41,6 @@ async def acheck_certainty(context: Context, backend: Any,
     value = await run_field(backend, "uncertainty", context, "certainty",
                             model_options=model_options)
     return _probability("uncertainty", value, "certainty")
-
-
-async def arequirement_check(context: Context, backend: Any, requirement: str,
-                             model_options: Mapping[str, Any] | None = None) -> float:
-    """P(the last assistant turn meets ``requirement``), in [0, 1]."""
-    value = await run_field(backend, REQUIREMENT_CHECK, context, ("requirement_check", "score"),
-                            model_options=model_options, requirement=requirement)
-    return _probability(REQUIREMENT_CHECK, value, "requirement_check.score")
 
 
 async def afind_context_attributions(response: str | None,
@@ -66,13 +64,6 @@ def check_certainty(context: Context, backend: Any,
                     model_options: Mapping[str, Any] | None = None) -> float:
     """Synchronous ``acheck_certainty``."""
     return run_sync(acheck_certainty(context, backend, model_options), "acheck_certainty")
-
-
-def requirement_check(context: Context, backend: Any, requirement: str,
-                      model_options: Mapping[str, Any] | None = None) -> float:
-    """Synchronous ``arequirement_check``."""
-    return run_sync(arequirement_check(context, backend, requirement, model_options),
-                    "arequirement_check")
 
 
 def find_context_attributions(response: str | None, documents: Iterable[str | Document],

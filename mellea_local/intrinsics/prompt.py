@@ -31,20 +31,13 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def build_prompts(
-    tokenizer: Any,
-    intrinsic: Intrinsic,
-    adapter: Adapter,
-    ctx: Context,
-    calls: Sequence[Mapping[str, Any]],
-    options: ScoringOptions | None = None,
-) -> list[TokenPrompt]:
-    """One prompt per call (a mapping of the instruction's variables), in order.
+def build_prompts(*args: Any, **kwargs: Any) -> list[TokenPrompt]:
+    """The prompts of ``build_request`` (same arguments), one per call, in order.
 
     ``shared`` of each prompt is where the part it has in common with the base model ends:
     the conversation (up to the invocation for an aLoRA).
     """
-    return build_request(tokenizer, intrinsic, adapter, ctx, calls, options)[0]
+    return build_request(*args, **kwargs)[0]
 
 
 def build_request(

@@ -27,7 +27,7 @@ from mellea_local.inputs import (
     descriptions,
 )
 from mellea_local.inputs import descriptions as checked_descriptions
-from mellea_local.intrinsics.call import aintrinsic_batch, as_runner, run_sync
+from mellea_local.intrinsics.call import aintrinsic_batch, as_runner, sync_twin
 from mellea_local.intrinsics.intrinsic import REQUIREMENT_CHECK, Intrinsic
 from mellea_local.intrinsics.prompt import build_prompts
 from mellea_local.intrinsics.score import requirement_check_value
@@ -73,20 +73,11 @@ async def check_results(
         model_options=model_options, reuse=reuse, fast=fast)
 
 
-async def check_outputs(
-    backend: AdapterRunner,
-    ctx: Context,
-    requirements: Sequence[str],
-    *,
-    adapter: Adapter,
-    model_options: Mapping[str, Any] | None = None,
-    reuse: bool = True,
-    fast: bool = True,
-) -> list[str]:
-    """``check_results`` as JSON text: the peer's ``score_requirements`` contract."""
-    results = await check_results(backend, ctx, requirements, adapter=adapter,
-                                  model_options=model_options, reuse=reuse, fast=fast)
-    return [json.dumps(r) for r in results]
+async def check_outputs(backend: AdapterRunner, ctx: Context, requirements: Sequence[str],
+                        **kwargs: Any) -> list[str]:
+    """``check_results`` (same arguments) as JSON text: the peer's ``score_requirements``
+    contract."""
+    return [json.dumps(r) for r in await check_results(backend, ctx, requirements, **kwargs)]
 
 
 async def ascore_requirements(
@@ -110,20 +101,9 @@ async def ascore_requirements(
 class RequirementScoring:
     """``Backend.score_requirements`` for a backend that is an ``AdapterRunner``: mix it in
     before ``Backend`` (``class MyBackend(RequirementScoring, Backend)``), so every runner
-    scores through the same intrinsic path instead of restating it."""
+    scores through the same intrinsic path instead of restating it (``ServingBackend`` does)."""
 
-    async def score_requirements(
-        self,
-        ctx: Context,
-        descriptions: Sequence[str],
-        *,
-        intrinsic_name: str = INTRINSIC,
-        model_options: dict[str, Any] | None = None,
-    ) -> list[str]:
-        """The intrinsic's JSON text per description (see ``ascore_requirements``)."""
-        return await ascore_requirements(self, ctx, descriptions,  # type: ignore[arg-type]
-                                         intrinsic_name=intrinsic_name,
-                                         model_options=model_options)
+    score_requirements = ascore_requirements  # the method: ``self`` is the runner
 
 
 async def arequirement_checks(
@@ -169,30 +149,8 @@ async def arequirement_check(
                                       adapter=adapter))[0]
 
 
-def requirement_check(
-    context: Context,
-    backend: AdapterRunner,
-    requirement: Any,
-    model_options: dict[str, Any] | None = None,
-    *,
-    adapter: str | None = None,
-) -> float:
-    """Synchronous ``arequirement_check``."""
-    return run_sync(arequirement_check(context, backend, requirement, model_options,
-                                       adapter=adapter), "arequirement_check")
-
-
-def requirement_checks(
-    context: Context,
-    backend: AdapterRunner,
-    requirements: Sequence[Any],
-    model_options: dict[str, Any] | None = None,
-    *,
-    adapter: str | None = None,
-) -> list[float]:
-    """Synchronous ``arequirement_checks``."""
-    return run_sync(arequirement_checks(context, backend, requirements, model_options,
-                                        adapter=adapter), "arequirement_checks")
+requirement_check = sync_twin(arequirement_check)
+requirement_checks = sync_twin(arequirement_checks)
 
 
 __all__ = [

@@ -62,6 +62,8 @@ class CategoryTokens:
             if category in ids:
                 ids[category].append(token_id)
         self.ids = {c: torch.tensor(v, dtype=torch.long) for c, v in ids.items()}
+        self.read = torch.tensor(sorted(i for v in ids.values() for i in v), dtype=torch.long)
+        """Every category's ids: what a runner is told the caller reads (``read=``)."""
 
 
 # Built once per (tokenizer, spec): scanning a 100k vocabulary takes about a second.
@@ -97,7 +99,8 @@ async def score_fast(
     table = category_tokens(runner.tokenizer, spec)
     rows = [p.ids + table.forced for p in prompts]
     shared = min(p.shared for p in prompts)
-    logprobs = await runner.next_token_logprobs(adapter, rows, shared, reuse=reuse)
+    logprobs = await runner.next_token_logprobs(adapter, rows, shared, reuse=reuse,
+                                                read=table.read)
     return results_from_logprobs(runner, intrinsic, spec, logprobs, options)
 
 

@@ -1,4 +1,4 @@
-"""``mellea-local bench --engine ray``: adapter accuracy on the Ray pool equals the local one."""
+"""``mellea-local bench --pool ray``: adapter accuracy on the Ray pool equals the local one."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ def test_bench_accuracy_on_ray_equals_the_local_section(ray_cluster, shared_embe
 
     skip = [arg for s in SPEED for arg in ("--skip", s)]
     result = CliRunner().invoke(app, ["bench", "--quick", "--out-dir", str(tmp_path), "--name",
-                                      "r", "--examples", "1", *skip, "--engine", "ray",
+                                      "r", "--examples", "1", *skip, "--pool", "ray",
                                       "--batch-size", "3"])
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "r.json").read_text())
     got = data["accuracy"]["splits"]["synthetic"]
-    assert "--engine ray" in data["config"]["command"]
+    assert "--pool ray" in data["config"]["command"]
     # The same held-out set (1 per family, seed 9000), scored in this process.
     want = evaluate_accuracy(shared_embedded_backend, synthetic_items(9000, 1))
     assert got["examples"] == want["examples"] and got["families"] == want["families"]

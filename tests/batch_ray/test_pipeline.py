@@ -51,7 +51,7 @@ def mixed(tmp_path_factory) -> dict:
 
 def test_ray_output_equals_local_record_for_record(ray_cluster, mixed, tmp_path):
     out = tmp_path / "ray.jsonl"
-    result = _cli(mixed["data"], "-o", out, "--engine", "ray", "--actors", 2,
+    result = _cli(mixed["data"], "-o", out, "--pool", "ray", "--actors", 2,
                   "--batch-size", 3)
     assert result.exit_code == 3, result.output
     records = read_jsonl(out)
@@ -142,7 +142,7 @@ def test_parquet_input_gives_the_jsonl_records(ray_cluster, mixed, tmp_path):
     pq.write_table(pa.Table.from_pylist(_as_parquet_rows(lines, [r["line"] for r in want])),
                    data)
     out = tmp_path / "ray.parquet"
-    result = _cli(data, "-o", out, "--engine", "ray", "--batch-size", 4)
+    result = _cli(data, "-o", out, "--pool", "ray", "--batch-size", 4)
     assert result.exit_code == 0, result.output
     journal = read_jsonl(tmp_path / "ray.parquet.jsonl")  # the resumable record log
     assert [r["line"] for r in journal] == list(range(1, len(want) + 1))  # row numbers
@@ -153,7 +153,7 @@ def test_parquet_input_gives_the_jsonl_records(ray_cluster, mixed, tmp_path):
              for r in pq.read_table(out).to_pylist()]
     assert table == journal
     before = pq.read_table(out).to_pylist()
-    again = _cli(data, "-o", out, "--engine", "ray")  # resumes from the journal: nothing to do
+    again = _cli(data, "-o", out, "--pool", "ray")  # resumes from the journal: nothing to do
     assert again.exit_code == 0 and f"checked 0 lines, {len(want)} already done" in again.output
     assert pq.read_table(out).to_pylist() == before
 
@@ -161,7 +161,7 @@ def test_parquet_input_gives_the_jsonl_records(ray_cluster, mixed, tmp_path):
 def test_parquet_output_needs_engine_ray(tmp_path):
     data = write(tmp_path / "d.jsonl", mixed_lines(2)[0])
     result = _cli(data, "-o", tmp_path / "o.parquet", "--model", tmp_path / "never-loaded")
-    assert result.exit_code == 1 and "--engine ray" in result.output, result.output
+    assert result.exit_code == 1 and "--pool ray" in result.output, result.output
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -196,7 +196,7 @@ def _wrong_columns(p: Path) -> Path:
 def test_an_unreadable_input_is_one_error_line_before_ray_starts(tmp_path, no_ray_start,
                                                                  make, words):
     pytest.importorskip("ray.data", reason=INSTALL_HINT)
-    result = _cli(make(tmp_path), "-o", tmp_path / "o.jsonl", "--engine", "ray",
+    result = _cli(make(tmp_path), "-o", tmp_path / "o.jsonl", "--pool", "ray",
                   "--actors", 2)
     assert result.exit_code == 1, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
@@ -213,7 +213,7 @@ def test_an_unreadable_input_is_one_error_line_before_ray_starts(tmp_path, no_ra
 def test_bad_pool_flags_are_refused_before_anything_starts(tmp_path, no_ray_start, args,
                                                            words):
     data = write(tmp_path / "d.jsonl", mixed_lines(2)[0])
-    result = _cli(data, "-o", tmp_path / "o.jsonl", "--engine", "ray", *args)
+    result = _cli(data, "-o", tmp_path / "o.jsonl", "--pool", "ray", *args)
     assert result.exit_code == 1 and result.output.startswith("error: "), result.output
     assert words in result.output
 
@@ -221,7 +221,7 @@ def test_bad_pool_flags_are_refused_before_anything_starts(tmp_path, no_ray_star
 def test_ray_flags_without_engine_ray_are_refused(tmp_path):
     data = write(tmp_path / "d.jsonl", mixed_lines(2)[0])
     result = _cli(data, "-o", tmp_path / "o.jsonl", "--actors", "2")
-    assert result.exit_code == 1 and "--engine ray" in result.output, result.output
+    assert result.exit_code == 1 and "--pool ray" in result.output, result.output
     assert not (tmp_path / "o.jsonl").exists()
 
 
@@ -246,7 +246,7 @@ def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(RayNotInstalledError, match=r"pip install 'mellea-local\[ray\]'"):
         run(tmp_path / "d.jsonl", tmp_path / "o.jsonl")
     data = write(tmp_path / "d.jsonl", mixed_lines(2)[0])
-    result = _cli(data, "-o", tmp_path / "o.jsonl", "--engine", "ray")
+    result = _cli(data, "-o", tmp_path / "o.jsonl", "--pool", "ray")
     assert result.exit_code == 1 and "mellea-local[ray]" in result.output
 
 

@@ -61,7 +61,7 @@ def test_check_on_ray_says_it_before_any_actor_starts(cli_model, tmp_path):
                                              {"role": "assistant", "content": "Hello."}],
                                 "requirement": "Be polite."}) + "\n")
     result = runner.invoke(app, ["check", str(data), "-o", str(tmp_path / "o.jsonl"),
-                                 "--model", str(model_dir), "--engine", "ray"])
+                                 "--model", str(model_dir), "--pool", "ray"])
     assert result.exit_code == 1
     assert " ".join(result.output.split()).startswith(
         "error: no requirement-check adapter exists for model")

@@ -13,7 +13,7 @@ import torch
 from adapter_folders import copy_adapter, module_tree, probe, shipped_adapter
 
 from mellea_local import CBlock, ChatContext, ModelOption
-from mellea_local.backends.hf import backend as hf_module
+from mellea_local.backends.hf import engine as hf_engine
 from mellea_local.errors import AdapterError, AdapterNotFoundError
 
 GREEDY = {ModelOption.MAX_NEW_TOKENS: 10, ModelOption.TEMPERATURE: 0}
@@ -95,7 +95,7 @@ def _skip_checks(monkeypatch) -> None:
         with safe_open(str(resolved.weights_path), framework="pt") as f:
             return set(f.keys())
 
-    monkeypatch.setattr(hf_module, "check_weight_fit", keys_only)
+    monkeypatch.setattr(hf_engine, "check_weight_fit", keys_only)  # Engine.load_adapter
 
 
 def _fail_state_dict(monkeypatch):

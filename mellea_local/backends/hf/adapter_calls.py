@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 from transformers import LogitsProcessorList
 
 from mellea_local.adapters.loaded import Adapter
@@ -54,6 +55,51 @@ def _shared_batch(
         "attention_mask": mask,
         "logits_to_keep": torch.tensor(last, device=device),
     }
+
+
+def padded_suffix_logits(
+    peft: Any, model: Any, prefixes: Sequence[tuple[Any, int]], suffixes: Sequence[list[int]],
+    pad_id: int, **extra: Any,
+) -> torch.Tensor:
+    """Next-token logits ``[k, V]`` after each suffix, each on its own cached prefix, in one
+    forward: the batched-forward assembly of ``cross_batch`` and ``mixed_last_logits``.
+
+    ``prefixes`` holds each row's base cache and how many of its tokens the row reads
+    (``shared``); the prefixes are left-padded to the longest into one batch cache (a copy: the
+    caches given are not written), the suffixes right-padded, each row at its own positions
+    with a 2-D attention mask. ``extra`` goes to the forward (PEFT's ``adapter_names``,
+    ``alora_offsets``).
+    """
+    from transformers import DynamicCache
+
+    device = model.device
+    rows = len(suffixes)
+    prefix = max(shared for _, shared in prefixes)
+    width = max(map(len, suffixes))
+    batch_cache = DynamicCache()
+    for index in range(len(prefixes[0][0].layers)):
+        keys, values = [], []
+        for cache, shared in prefixes:
+            layer, pad = cache.layers[index], prefix - shared
+            keys.append(F.pad(layer.keys[:, :, :shared], (0, 0, pad, 0)))
+            values.append(F.pad(layer.values[:, :, :shared], (0, 0, pad, 0)))
+        batch_cache.update(torch.cat(keys), torch.cat(values), index)
+    ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    mask = torch.zeros(rows, prefix + width, dtype=torch.long)
+    positions = torch.zeros(rows, width, dtype=torch.long)
+    last = []
+    for k, ((_, shared), suffix) in enumerate(zip(prefixes, suffixes, strict=True)):
+        ids[k, : len(suffix)] = torch.tensor(suffix)
+        mask[k, prefix - shared : prefix + len(suffix)] = 1
+        positions[k] = shared + torch.arange(width)
+        last.append(len(suffix) - 1)
+    keep = sorted(set(last))  # the lm_head runs on these positions only
+    out = peft(input_ids=ids.to(device), attention_mask=mask.to(device),
+               position_ids=positions.to(device), use_cache=True,
+               logits_to_keep=torch.tensor(keep, device=device),
+               **{cache_kwarg_name(model): batch_cache}, **extra)
+    at = torch.tensor([keep.index(n) for n in last], device=device)
+    return out.logits[torch.arange(rows, device=device), at].float()
 
 
 def last_logits(engine: Engine, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -180,13 +226,10 @@ def mixed_last_logits(
     (``adapter_names``: each row's adapter; ``alora_offsets``: each row's whole suffix). The
     prefix cache is left base-only, holding the conversation. Takes the model lock.
     """
-    from transformers import DynamicCache
-
     holder, model = engine.holder, engine.model
     kw = cache_kwarg_name(model)
     rows = [list(r) for _, r in calls]
     suffixes = [r[shared:] for r in rows]
-    width = max(map(len, suffixes))
     k = len(rows)
     device = model.device
     with engine.lock, torch.no_grad():
@@ -198,27 +241,11 @@ def mixed_last_logits(
             if head:  # the conversation's uncached tail: base K/V, as every aLoRA computes it
                 model(input_ids=torch.tensor([head], device=device), use_cache=True,
                       logits_to_keep=1, **{kw: prefix.cache})
-            batch_cache = DynamicCache()
-            for index, layer in enumerate(prefix.cache.layers):
-                keys, values = layer.keys[:, :, :shared], layer.values[:, :, :shared]
-                batch_cache.update(keys.expand(k, -1, -1, -1).contiguous(),
-                                   values.expand(k, -1, -1, -1).contiguous(), index)
             pad_id = holder.tokenizer.pad_token_id or 0
-            ids = torch.full((k, width), pad_id, dtype=torch.long)
-            mask = torch.zeros(k, shared + width, dtype=torch.long)
-            mask[:, :shared] = 1
-            for row, suffix in enumerate(suffixes):
-                ids[row, : len(suffix)] = torch.tensor(suffix)
-                mask[row, shared : shared + len(suffix)] = 1
-            positions = (shared + torch.arange(width)).expand(k, -1)
-            last = [len(s) - 1 for s in suffixes]
-            keep = sorted(set(last))
             with holder.using(calls[0][0].name) as peft:
-                out = peft(input_ids=ids.to(device), attention_mask=mask.to(device),
-                           position_ids=positions.to(device), use_cache=True,
-                           logits_to_keep=torch.tensor(keep, device=device),
-                           adapter_names=[a.name for a, _ in calls], alora_offsets=[width] * k,
-                           **{kw: batch_cache})
+                logits = padded_suffix_logits(
+                    peft, model, [(prefix.cache, shared)] * k, suffixes, pad_id,
+                    adapter_names=[a.name for a, _ in calls],
+                    alora_offsets=[max(map(len, suffixes))] * k)
             prefix.fed = len(head) + sum(map(len, suffixes))
-    at = torch.tensor([keep.index(n) for n in last], device=device)
-    return out.logits[torch.arange(k, device=device), at].float()
+    return logits

@@ -9,7 +9,6 @@ is ``adapter_registry``'s. Each stage lives in its own module.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,25 +16,17 @@ from typing import Any, ClassVar
 
 import torch
 
-from mellea_local.adapters import AdapterSource, resolve_adapter
-from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_registry import (
     Adapter,
     LoadedAdapters,
-    check_adapter_name,
-    check_base_fit,
-    check_config,
-    check_tokenizer_fit,
-    check_weight_fit,
-    describe,
-    intrinsic_of,
 )
 from mellea_local.backends.constrained import (
     GrammarLogitsProcessor,
     compact_json_grammar,
     token_logprobs,
 )
+from mellea_local.backends.delegate import delegated
 from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.hf.adapter_calls import mixed_batchable
 from mellea_local.backends.hf.engine import Engine
@@ -50,19 +41,17 @@ from mellea_local.backends.loading import (
     resolve_dtype,
     resolve_model_source,
 )
-from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
 from mellea_local.backends.stats import CacheStats
 from mellea_local.backends.workers import start_worker
 from mellea_local.core.backend import REQUIREMENT_CHECK
-from mellea_local.errors import AdapterError, AdapterNotFoundError
-from mellea_local.intrinsics.requirement_check import RequirementScoring
+from mellea_local.errors import AdapterNotFoundError
 from mellea_local.options import check_options
 from mellea_local.rendering.prompt import check_prompt_fits, position_limit
 from mellea_local.threads import apply_default_threads
 
 
-class LocalHFBackend(RequirementScoring, ServingBackend):
+class LocalHFBackend(ServingBackend):
     """Run a Hugging Face causal LM locally, with aLoRA-aware KV reuse.
 
     ``model`` is a local folder or a hub id (the hub cache is honoured; with
@@ -146,35 +135,20 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         """The model with its lock, prefix cache, token counters and check batcher."""
         self._positions = position_limit(model, tokenizer)
         self._registry = LoadedAdapters()
-        self._adapters = self._registry.adapters  # the same dict, read by the lookups below
 
     # ----- introspection -------------------------------------------------------------------
 
     def __repr__(self) -> str:
         dtype = str(self.model.dtype).removeprefix("torch.")
         return (f"{type(self).__name__}(model={self.model_id!r}, device='{self.device}', "
-                f"dtype={dtype!r}, adapters={sorted(self._adapters)!r})")
+                f"dtype={dtype!r}, adapters={sorted(self._registry.adapters)!r})")
 
-    @property
-    def model(self) -> Any:
-        return self.engine.model
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.engine.tokenizer
-
-    @property
-    def device(self) -> torch.device:
-        return self.engine.model.device
-
-    @property
-    def prefix_cache(self) -> PrefixCache:
-        return self.engine.prefix_cache
-
-    @property
-    def stats(self) -> CacheStats:
-        """Tokens prefilled and reused by this backend's calls (``CacheStats``)."""
-        return self.engine.stats
+    model: delegated[Any] = delegated("engine.model")
+    tokenizer: delegated[Any] = delegated("engine.tokenizer")  # type: ignore[assignment]
+    device: delegated[torch.device] = delegated("engine.model.device")
+    prefix_cache: delegated[PrefixCache] = delegated("engine.prefix_cache")
+    stats: delegated[CacheStats] = delegated(
+        "engine.stats", "Tokens prefilled and reused by this backend's calls (``CacheStats``).")
 
     @property
     def base_model_name(self) -> str:
@@ -212,91 +186,17 @@ class LocalHFBackend(RequirementScoring, ServingBackend):
         return GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
                                 gen.cancelled)
 
-    # ----- adapters ------------------------------------------------------------------------
-
-    @property
-    def adapters(self) -> dict[str, Adapter]:
-        """Loaded adapters by name (a copy)."""
-        return dict(self._adapters)
-
-    def add_adapter(
-        self,
-        source: AdapterSource,
-        *,
-        name: str | None = None,
-        roots: Sequence[str | os.PathLike[str]] | None = None,
-        intrinsic: str | None = None,
-        allow_other_base: bool = False,
-    ) -> Adapter:
-        """Load an adapter folder, or an intrinsic (e.g. ``"requirement-check"``) by name.
-
-        An intrinsic name is looked up in the adapter libraries (``roots``, default: the
-        bundled ones) for this base model, preferring an aLoRA. The intrinsic an adapter
-        serves comes from ``intrinsic=``, else from the library layout
-        (``<intrinsic>/<base>/<alora|lora>/``). The adapter must fit this model and tokenizer,
-        be trained on it (``allow_other_base=True`` accepts an adapter whose config names
-        another base, for a copy or fine-tune of it), and its io.yaml must use only features
-        this package implements (``check_supported``).
-
-        Adding is all or nothing: a refused or failed load leaves the backend exactly as it
-        was. Adding a folder that is already loaded is a no-op that logs a warning saying so
-        and returns the loaded ``Adapter``; a name already taken by another folder is an error.
-        """
-        name = check_adapter_name(name)
-        resolved = resolve_adapter(source, base_model=self.model_id, roots=roots)
-        if intrinsic is not None:
-            resolved = dataclasses.replace(resolved, intrinsic=require_intrinsic_name(intrinsic))
-        resolved.io_config.check_supported()
-        auto = f"{intrinsic_of(resolved) or resolved.path.name}_{resolved.kind.value}"
-        same = self._registry.loaded_from(resolved)
-        if same is not None and name in (None, same.name) and (
-                same.intrinsic == intrinsic_of(resolved)):
-            return self._registry.note_loaded_again(same, source)
-        name = name or auto
-        self._registry.refuse_clash(name, source, resolved)
-        if not allow_other_base:
-            check_base_fit(resolved, self._base_identity)
-        check_tokenizer_fit(resolved, self.tokenizer)
-        keys = check_weight_fit(resolved, self.model, check_config(resolved))
-        with self.engine.lock, quiet_loading():
-            try:
-                self.engine.holder.load_adapter(resolved.path, name, weight_keys=keys)
-            except AdapterError:
-                raise
-            except Exception as exc:
-                raise AdapterError(
-                    f"PEFT could not load the adapter at {resolved.path} onto {self.model_id} "
-                    f"({type(exc).__name__}: {exc}); the backend is unchanged. Check "
-                    f"{resolved.config_path} and the weights: save the adapter again with "
-                    "PeftModel.save_pretrained for this base model."
-                ) from exc
-        return self._registry.add(describe(resolved, name, self.tokenizer), resolved)
-
-    def unload_adapter(self, name: str) -> None:
-        """Remove a loaded adapter; the name and the memory it held are free again."""
-        if name not in self._registry.adapters:
-            raise AdapterNotFoundError(
-                f"No adapter named {name!r} is loaded (loaded: {sorted(self._registry.adapters)})"
-                "; nothing to unload."
-            )
-        with self.engine.lock:
-            self.engine.holder.unload_adapter(name)
-        self._registry.remove(name)
-
-    def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
-        """The adapter serving ``intrinsic``: the one named, else an aLoRA, else a LoRA."""
-        return self._registry.adapter_for(intrinsic, name=name)
-
-    def supports_intrinsic(self, name: str) -> bool:
-        return self._registry.serves(name)
+    # adapters: add_adapter / unload_adapter / adapter_for are ServingBackend's (one
+    # admission path); the engine loads the weights into PEFT (Engine.load_adapter).
 
     # ----- the adapter-runner interface (mellea_local.adapters.runner.AdapterRunner) -----------
 
     async def next_token_logprobs(
         self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
-        reuse: bool = True,
+        reuse: bool = True, read: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``)."""
+        """Next-token log-probabilities after each row with ``adapter`` on (``adapter_calls``);
+        the whole vocabulary is computed, so ``read`` needs nothing."""
         check_prompt_fits(max(map(len, rows), default=0), self._positions, self.model_id,
                           generating=False)
         engine = self.engine

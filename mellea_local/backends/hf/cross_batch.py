@@ -35,10 +35,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
-from transformers import DynamicCache
 
-from mellea_local.backends.cache_compat import cache_kwarg_name
+from mellea_local.backends.hf.adapter_calls import padded_suffix_logits
 
 if TYPE_CHECKING:
     from mellea_local.backends.hf.engine import Checkout, Engine
@@ -153,38 +151,13 @@ class CheckBatcher:
                 stack.close()
 
     def _forward(self, adapter: Any, runnable: list[tuple[_Request, Any]]) -> torch.Tensor:
-        model = self._engine.model
-        device = model.device
-        prefix = max(r.shared for r, _ in runnable)
-        width = max(len(r.row) - r.shared for r, _ in runnable)
-        rows = len(runnable)
-        batch_cache = DynamicCache()
-        for index in range(len(runnable[0][1].layers)):
-            keys, values = [], []
-            for request, cache in runnable:
-                layer, pad = cache.layers[index], prefix - request.shared
-                keys.append(F.pad(layer.keys[:, :, : request.shared], (0, 0, pad, 0)))
-                values.append(F.pad(layer.values[:, :, : request.shared], (0, 0, pad, 0)))
-            batch_cache.update(torch.cat(keys), torch.cat(values), index)
+        """One forward over every request's suffix on its own prefix (left-padded batch
+        cache, right-padded suffixes: ``adapter_calls.padded_suffix_logits``)."""
         pad_id = self._engine.tokenizer.pad_token_id or 0
-        ids = torch.full((rows, width), pad_id, dtype=torch.long)
-        mask = torch.zeros(rows, prefix + width, dtype=torch.long)
-        positions = torch.zeros(rows, width, dtype=torch.long)
-        last = []
-        for k, (request, _) in enumerate(runnable):
-            suffix = request.row[request.shared:]
-            ids[k, : len(suffix)] = torch.tensor(suffix)
-            mask[k, prefix - request.shared : prefix + len(suffix)] = 1
-            positions[k] = request.shared + torch.arange(width)
-            last.append(len(suffix) - 1)
-        keep = sorted(set(last))  # the lm_head runs on these positions only
-        kw = cache_kwarg_name(model)
         with self._engine.holder.using(adapter.name) as peft:
-            out = peft(input_ids=ids.to(device), attention_mask=mask.to(device),
-                       position_ids=positions.to(device), use_cache=True,
-                       logits_to_keep=torch.tensor(keep, device=device), **{kw: batch_cache})
-        at = torch.tensor([keep.index(n) for n in last], device=device)
-        return out.logits[torch.arange(rows, device=device), at].float()
+            return padded_suffix_logits(
+                peft, self._engine.model, [(cache, r.shared) for r, cache in runnable],
+                [r.row[r.shared:] for r, _ in runnable], pad_id)
 
 
 def _settle(request: _Request, run: Callable[[], torch.Tensor]) -> None:

@@ -20,8 +20,11 @@ from typing import Any
 
 import torch
 
+from mellea_local.adapters import ResolvedAdapter
 from mellea_local.adapters.loaded import Adapter
+from mellea_local.backends.adapter_registry import check_config, check_weight_fit
 from mellea_local.backends.cache_compat import crop_to, new_cache
+from mellea_local.backends.delegate import delegated
 from mellea_local.backends.hf.adapter_calls import (
     adapter_generate,
     last_logits,
@@ -32,7 +35,9 @@ from mellea_local.backends.hf.cross_batch import CheckBatcher
 from mellea_local.backends.hf.generation import GenerationRequest, GenerationResult, generate_base
 from mellea_local.backends.hf.model_holder import ModelHolder
 from mellea_local.backends.kv_cache import PrefixCache
+from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.stats import CacheStats
+from mellea_local.errors import AdapterError
 
 __all__ = ["Checkout", "Engine"]
 
@@ -60,7 +65,13 @@ class Checkout:
 
 
 class Engine:
-    """A transformers model with its lock, prefix cache, token counters and check batcher."""
+    """A transformers model with its lock, prefix cache, token counters and check batcher.
+
+    A ``ServingEngine``: it declares ``mixed_adapters`` (PEFT scores rows with different
+    aLoRAs in one forward over a shared base cache) and loads admitted adapters into PEFT.
+    """
+
+    mixed_adapters = True
 
     def __init__(self, model: Any, tokenizer: Any, kv_cache_tokens: int) -> None:
         self.holder = ModelHolder(model, tokenizer)
@@ -73,18 +84,35 @@ class Engine:
             self, lambda adapter, row, shared: last_logits_locked(self, adapter, [row], shared))
         """Coalesces checks of different conversations that wait at the same time."""
 
-    @property
-    def model(self) -> Any:
-        return self.holder.model
+    model: delegated[Any] = delegated("holder.model")
+    tokenizer: delegated[Any] = delegated("holder.tokenizer")
+    lock: delegated[Any] = delegated(
+        "holder.lock", "Held by every call for as long as it uses the model.")
 
-    @property
-    def tokenizer(self) -> Any:
-        return self.holder.tokenizer
+    # ----- adapters (admitted by ServingBackend.admit_adapter first) ----------------------
 
-    @property
-    def lock(self) -> Any:
-        """Held by every call for as long as it uses the model."""
-        return self.holder.lock
+    def load_adapter(self, resolved: ResolvedAdapter, name: str) -> None:
+        """Check the weights against this model, then load them into PEFT as ``name``; a
+        refusal or a failed load leaves the model as it was."""
+        keys = check_weight_fit(resolved, self.model, check_config(resolved))
+        with self.lock, quiet_loading():
+            try:
+                self.holder.load_adapter(resolved.path, name, weight_keys=keys)
+            except AdapterError:
+                raise
+            except Exception as exc:
+                model = getattr(self.model.config, "name_or_path", None) or "this model"
+                raise AdapterError(
+                    f"PEFT could not load the adapter at {resolved.path} onto {model} "
+                    f"({type(exc).__name__}: {exc}); the backend is unchanged. Check "
+                    f"{resolved.config_path} and the weights: save the adapter again with "
+                    "PeftModel.save_pretrained for this base model."
+                ) from exc
+
+    def unload_adapter(self, name: str) -> None:
+        """Remove ``name`` from PEFT, freeing its weights."""
+        with self.lock:
+            self.holder.unload_adapter(name)
 
     # ----- the calls (each runs in a worker thread and takes the model lock) -----------------
 

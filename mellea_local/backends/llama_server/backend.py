@@ -47,12 +47,7 @@ import mellea_local.backends.llama_server.arguments as args
 import mellea_local.backends.llama_server.probabilities as probs
 from mellea_local.adapters import read_adapter_folder
 from mellea_local.adapters.transformations import TokenLogprob
-from mellea_local.backends.adapter_registry import (
-    Adapter,
-    LoadedAdapters,
-    check_tokenizer_fit,
-    describe,
-)
+from mellea_local.backends.adapter_registry import Adapter, LoadedAdapters
 from mellea_local.backends.constrained import compact_json_grammar, token_logprobs
 from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
@@ -66,14 +61,13 @@ from mellea_local.backends.llama_server.client import (
     ServerClient,
 )
 from mellea_local.backends.llama_server.decoder import step_generate
-from mellea_local.backends.llama_server.gguf_export import exported_invocation
+from mellea_local.backends.llama_server.engine import LlamaServerEngine
 from mellea_local.backends.llama_server.manifest import ServedAdapter, read_gguf_folder
 from mellea_local.backends.llama_server.routing import Fleet, Server, Slot, root_key
 from mellea_local.backends.llama_server.startup import auth_headers, check_servers
 from mellea_local.backends.llama_server.streaming import stream_generate
 from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
 from mellea_local.backends.stats import CacheCounts, CacheStats
-from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import check_options
 
 logger = logging.getLogger(__name__)
@@ -84,7 +78,7 @@ DEFAULT_N_PROBS = 256
 """Top tokens read first for a one-token read (more when they do not decide it)."""
 
 
-class LlamaServerBackend(RequirementScoring, ServingBackend):
+class LlamaServerBackend(ServingBackend):
     """A ``Backend`` and adapter runner whose model runs in llama-server processes.
 
     ``urls``: running servers (``http://127.0.0.1:PORT``) that loaded the same base GGUF and
@@ -136,9 +130,13 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         deadline = deadline or Deadline()
         self._eot = self._tokenizer.eos_token_id
         self._registry = LoadedAdapters()
-        lora_ids: dict[str, int] = {}
-        for served in args.check_adapters(adapters):
-            lora_ids[self._add_served(served)] = served.lora_id
+        served_list = args.check_adapters(adapters)
+        self.engine = LlamaServerEngine(served_list)
+        """The fleet and the server-side id of each adapter (``LlamaServerEngine``)."""
+        for served in served_list:  # the admission path LocalHFBackend.add_adapter takes
+            self.admit_adapter(read_adapter_folder(served.folder, intrinsic=served.intrinsic),
+                               name=served.name, source=served.folder)
+        lora_ids = self.engine.lora_ids
         self.stats = CacheStats()
         self._counts = CallCounts(self.stats)
         self._http = PerLoopHTTP(timeout=args.check_timeout(timeout),
@@ -148,13 +146,13 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         self._fleet = Fleet([Server(ServerClient(
             url, self._http, n_vocab=self._n_vocab, deadline=deadline),  # type: ignore[arg-type]
             [Slot(i) for i in range(n)]) for url, n, _ in servers], fresh=fresh)
+        self.engine.fleet = self._fleet
         contexts = [c for _, _, c in servers if c]
         n_ctx = min(contexts) if contexts else None
         self._positions = (n_ctx, "the llama-server context per slot: -c / -np") \
             if n_ctx else None
         self._requests = AdapterRequests(lora_ids, keyed=self._api_key is not None,
                                          n_ctx=n_ctx)
-        self._category_masks: dict[str, torch.Tensor | None] = {}
         self._unsampleable: list[list[Any]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._processes: list[Any] = []
@@ -236,15 +234,6 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
         return (f"{type(self).__name__}(model={self.model_id!r}, servers={self.urls!r}, "
                 f"adapters={sorted(self._registry.adapters)!r})")
 
-    def _add_served(self, served: ServedAdapter) -> str:
-        resolved = read_adapter_folder(served.folder, intrinsic=served.intrinsic)
-        check_tokenizer_fit(resolved, self._tokenizer)
-        name = served.name or f"{served.intrinsic or served.folder.name}_{resolved.kind.value}"
-        adapter = describe(resolved, name, self._tokenizer)
-        exported_invocation(resolved.kind, resolved.invocation_tokens)  # refuses one token
-        self._registry.add(adapter, resolved)
-        return name
-
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
@@ -263,17 +252,6 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
     @property
     def base_model_name(self) -> str:
         return self.model_id
-
-    @property
-    def adapters(self) -> dict[str, Adapter]:
-        """Served adapters by name (a copy)."""
-        return dict(self._registry.adapters)
-
-    def adapter_for(self, intrinsic: str, *, name: str | None = None) -> Adapter:
-        return self._registry.adapter_for(intrinsic, name=name)
-
-    def supports_intrinsic(self, name: str) -> bool:
-        return self._registry.serves(name)
 
     # ----- the fleet -----------------------------------------------------------------------
 
@@ -370,16 +348,13 @@ class LlamaServerBackend(RequirementScoring, ServingBackend):
 
     async def next_token_logprobs(
         self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
-        reuse: bool = True,
+        reuse: bool = True, read: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One ``n_predict: 1`` request per row with the adapter on; ``[rows, vocab]``
         log-probabilities: the top ``n_probs`` tokens, ``-inf`` elsewhere, or a wider top
         (4,096) or the whole vocabulary when the top does not decide the adapter's categories
         (``probabilities.read_sizes``: the long-conversation zeros of issue 34)."""
-        if adapter.name not in self._category_masks:
-            self._category_masks[adapter.name] = probs.category_mask(
-                self._tokenizer, adapter.io_config, self._n_vocab)
-        wanted = self._category_masks[adapter.name]
+        wanted = probs.read_mask(read, self._n_vocab)  # what the caller reads decides
         out = []
         for row in rows:
             ids = list(row)

@@ -112,17 +112,13 @@ def reply_dense(top_logprobs: Sequence[Sequence[tuple[int, float]]], position: i
     return dense_logprobs(top_logprobs[position], n_vocab)
 
 
-def category_mask(tokenizer: Any, io_config: Any, n_vocab: int) -> torch.Tensor | None:
-    """The tokens a one-token read of an adapter is for: its io.yaml's categories (a bool
-    mask over the vocabulary), or None (every token) when it has no fast path."""
-    spec = io_config.fast_path_spec() if io_config is not None else None
-    if spec is None:
+def read_mask(read: torch.Tensor | None, n_vocab: int) -> torch.Tensor | None:
+    """The tokens a one-token read must make exact, as a bool mask over the vocabulary: the
+    ids the caller said it reads (``next_token_logprobs(read=)``), or None (every token)."""
+    if read is None:
         return None
-    from mellea_local.intrinsics.scoring import category_tokens
-
     mask = torch.zeros(n_vocab, dtype=torch.bool)
-    for ids in category_tokens(tokenizer, spec).ids.values():
-        mask[ids] = True
+    mask[read.to(torch.long)] = True
     return mask
 
 

@@ -79,8 +79,9 @@ async def test_next_token_logprobs_are_raw_probabilities_not_post_sampling(llama
     options = scoring_options(None, llama.tokenizer.chat_template)
     [prompt] = build_prompts(llama.tokenizer, intrinsic, adapter, context_of(ex.messages),
                              [{"requirement": ex.requirement}], options)
-    row = prompt.ids + category_tokens(llama.tokenizer, intrinsic.fast_path).forced
-    mine = (await llama.next_token_logprobs(adapter, [row], prompt.shared))[0]
+    table = category_tokens(llama.tokenizer, intrinsic.fast_path)
+    row = prompt.ids + table.forced
+    mine = (await llama.next_token_logprobs(adapter, [row], prompt.shared, read=table.read))[0]
     ref = (await hf.next_token_logprobs(hf.adapter_for("requirement-check"), [row],
                                         prompt.shared, reuse=False))[0]
     finite = torch.isfinite(mine)
