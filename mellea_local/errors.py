@@ -38,6 +38,8 @@ written against the peer library keeps working. The tree (builtin bases in brack
     ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
     │   BatchRunError [RuntimeError], RayNotInstalledError [ImportError], BenchmarkError
     ├── GGUFExportError [ValueError]       a model or adapter llama.cpp cannot be given
+    ├── ChatTemplateError [ValueError]     a chat template past its time or size limit,
+    │                                      unparsable, or rendering none of the messages
     └── LlamaServerError                   a llama-server call failed
         ├── LlamaServerUnavailableError [ConnectionError]
         ├── LlamaServerResponseError, LlamaServerAdapterError [ValueError]
@@ -401,3 +403,8 @@ class TrainingDataError(MelleaLocalError, ValueError):
 class TrainingError(MelleaLocalError, RuntimeError):
     """A training run cannot start or continue (an option that cannot be honoured, a
     checkpoint from a different run)."""
+
+
+class ChatTemplateError(MelleaLocalError, ValueError):
+    """A chat template (code that came with the model) cannot be used: it ran past the render
+    sandbox's time or output limit, does not parse, or renders none of the messages."""
