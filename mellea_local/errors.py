@@ -24,6 +24,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
     ├── AdapterError [ValueError]          an adapter cannot be loaded or used
     │   └── AdapterNotFoundError [LookupError]
     ├── AdapterSchemaMismatchError, AloraActivationError, IOConfigError [ValueError]
+    │   └── IntrinsicSchemaError [IntrinsicOutputError]  output outside the io.yaml's schema
     ├── IntrinsicError [ValueError]        an intrinsic call cannot run as asked
     │   ├── IntrinsicInputError, IntrinsicOptionError
     │   └── IntrinsicVariableError [TypeError]
@@ -408,3 +409,21 @@ class TrainingError(MelleaLocalError, RuntimeError):
 class ChatTemplateError(MelleaLocalError, ValueError):
     """A chat template (code that came with the model) cannot be used: it ran past the render
     sandbox's time or output limit, does not parse, or renders none of the messages."""
+
+
+class IntrinsicSchemaError(AdapterSchemaMismatchError, IntrinsicOutputError):
+    """An adapter's output breaks its io.yaml's ``response_format`` (a wrong type, a value
+    outside an ``enum``, a missing field, a non-finite number): an ``AdapterSchemaMismatchError``
+    whose message also says what to do. ``fix`` travels in ``args``, so it pickles."""
+
+    def __init__(self, name: str, observed_keys: Iterable[str], expected_keys: Iterable[str],
+                 fix: str = "") -> None:
+        super().__init__(name, observed_keys, expected_keys)
+        self.observed_list = [str(k) for k in observed_keys]
+        self.expected_list = [str(k) for k in expected_keys]
+        self.args = (name, self.observed_list, self.expected_list, fix)
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return (f"Adapter {self.name!r} output breaks its declared schema: observed "
+                f"{self.observed_list}; expected {self.expected_list}. {self.fix}").strip()

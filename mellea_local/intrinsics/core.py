@@ -13,6 +13,7 @@ from mellea_local.errors import AdapterSchemaMismatchError
 from mellea_local.intrinsics.call import run_sync
 from mellea_local.intrinsics.helpers import (
     coerce_documents,
+    require_text,
     resolve_turn,
     run_field,
     run_records,
@@ -40,6 +41,7 @@ async def acheck_certainty(context: Context, backend: Any,
 async def arequirement_check(context: Context, backend: Any, requirement: str,
                              model_options: Mapping[str, Any] | None = None) -> float:
     """P(the last assistant turn meets ``requirement``), in [0, 1]."""
+    require_text(requirement, "requirement")
     value = await run_field(backend, REQUIREMENT_CHECK, context, ("requirement_check", "score"),
                             model_options=model_options, requirement=requirement)
     return _probability(REQUIREMENT_CHECK, value, "requirement_check.score")

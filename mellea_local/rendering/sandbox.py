@@ -94,7 +94,7 @@ def _check_size(size: int, what: str) -> None:
         raise _too_big(size, what)
 
 
-_WIDTH = re.compile(r"\d{%d,}" % len(str(OUTPUT_LIMIT)))
+_WIDTH = re.compile(r"\d{" + str(len(str(OUTPUT_LIMIT))) + ",}")
 
 
 def _check_format(fmt: Any) -> None:
@@ -163,7 +163,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         tree = super()._parse(source, name, filename)
         return _Instrument().visit(tree)  # type: ignore[no-any-return]
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         _tick()
         owner = getattr(__obj, "__self__", None)
         if isinstance(owner, str):
