@@ -458,7 +458,8 @@ def _token_logprobs(logprobs: Mapping[str, Any], source: str) -> list[TokenLogpr
         if tokens[-1].logprob > 0 or any(lp > 0 for _, lp in tops):
             raise IntrinsicOutputError(
                 f"{source}: logprobs.content[{i}] has a positive log-probability; a "
-                "probability cannot exceed 1."
+                "probability cannot exceed 1. The engine's numbers are broken; check the "
+                "engine and the model's weights."
             )
     check_token_logprobs(tokens, source)  # NaN, a token twice, a top-k sum past 1
     return tokens

@@ -157,7 +157,7 @@ def check_result_finite(result: Any, name: str) -> None:
 
 
 def check_token_logprobs(tokens: Sequence[Any], name: str, *, normalised: bool = True) -> None:
-    """Every generated token's logprob and top-k list obeys probability: finite, <= 0, no
+    """Every generated token's logprob and top-k list obeys probability: <= 0 and not NaN, no
     token twice and, when ``normalised`` (not yet divided by a temperature), the top-k
     probabilities summing to at most 1 (+ ``TOP_LOGPROB_TOLERANCE``).
 
@@ -166,12 +166,14 @@ def check_token_logprobs(tokens: Sequence[Any], name: str, *, normalised: bool =
     for i, token in enumerate(tokens):
         where = f"Intrinsic {name!r}: logprobs of token {i} ({token.token!r})"
         values = [token.logprob, *(lp for _, lp in token.top_logprobs)]
+        # -inf is probability 0 (a token a grammar masked): valid. NaN and > 0 are not.
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int | float)
-               or not math.isfinite(v) or v > 0]
+               or math.isnan(v) or v > 0]
         if bad:
             raise IntrinsicOutputError(
-                f"{where} include {bad[0]!r}: a log-probability must be a finite number <= 0. "
-                "The engine's numbers are broken; check the model's weights and the engine.")
+                f"{where} include {bad[0]!r}: a log-probability must be a number <= 0 (not "
+                "NaN). The engine's numbers are broken; check the model's weights and the "
+                "engine.")
         names = [t for t, _ in token.top_logprobs]
         twice = sorted({t for t in names if names.count(t) > 1 and "\ufffd" not in t})
         if twice:

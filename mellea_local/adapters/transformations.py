@@ -788,8 +788,12 @@ def apply_transformations(
     evidence = _Evidence(name=name, value_probs=probs_by_path, tokens=logprobs,
                          sentences=sentences)
     data = copy.deepcopy(parsed_json)
-    for rule in rules or ():
-        data = rule.apply(data, evidence)
+    try:
+        for rule in rules or ():
+            data = rule.apply(data, evidence)
+    except AdapterSchemaMismatchError:
+        check_output_schema(parsed_json, schema, name)  # names the value and the fix
+        raise
     # After the rules, whose own errors name the value a rule could not read more precisely;
     # the schema catches the rest (a value outside an enum that a likelihood still scored).
     check_output_schema(parsed_json, schema, name)
