@@ -224,7 +224,7 @@ def environment() -> BoundedEnvironment:
             sort_keys=False: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent,
                                         separators=separators, sort_keys=sort_keys)
         env.globals["raise_exception"] = raise_exception
-    for name in ("replace", "center", "indent", "wordwrap", "truncate", "format"):
+    for name in ("replace", "center", "indent", "format"):  # the ones that can grow text
         if name in env.filters:
             env.filters[name] = _bounded_filter(name, env.filters[name])
     env.globals[_TICK] = _tick
