@@ -21,7 +21,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mellea_local.errors import IntrinsicOutputError, IntrinsicSchemaError
+from mellea_local.errors import (
+    AdapterSchemaMismatchError,
+    IntrinsicOutputError,
+    IntrinsicSchemaError,
+)
 
 TOP_LOGPROB_TOLERANCE = 0.01
 """How far past 1 the probabilities of a top-k list may sum: engines round logprobs (the
@@ -134,6 +138,18 @@ def check_output_schema(value: Any, schema: Mapping[str, Any] | None, name: str)
     if found:
         raise IntrinsicSchemaError(name, [o for o, _ in found[:5]], [e for _, e in found[:5]],
                                    _FIX)
+
+
+def with_schema_detail(exc: AdapterSchemaMismatchError, value: Any,
+                       schema: Mapping[str, Any] | None) -> AdapterSchemaMismatchError:
+    """A rule's shape error, with what the schema says about ``value`` and the fix added (its
+    observed and expected keys kept); ``exc`` itself when the schema finds nothing."""
+    found = schema_errors(value, schema) if schema is not None else []
+    if not found:
+        return exc
+    detail = "; ".join(f"{o} where the schema wants {e}" for o, e in found[:3])
+    return IntrinsicSchemaError(exc.name, exc.observed_keys, exc.expected_keys,
+                                f"Against the io.yaml's response_format: {detail}. {_FIX}")
 
 
 def _non_finite(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str, str]]:

@@ -39,6 +39,7 @@ from mellea_local.adapters.output_checks import (
     check_output_schema,
     check_result_finite,
     check_token_logprobs,
+    with_schema_detail,
 )
 from mellea_local.adapters.sentences import SENTENCE_SOURCES, MarkedInputs, Sentence
 from mellea_local.errors import AdapterSchemaMismatchError, IntrinsicOutputError, IOConfigError
@@ -791,9 +792,11 @@ def apply_transformations(
     try:
         for rule in rules or ():
             data = rule.apply(data, evidence)
-    except AdapterSchemaMismatchError:
-        check_output_schema(parsed_json, schema, name)  # names the value and the fix
-        raise
+    except AdapterSchemaMismatchError as exc:
+        detailed = with_schema_detail(exc, parsed_json, schema)  # the value and the fix
+        if detailed is exc:
+            raise
+        raise detailed from exc
     # After the rules, whose own errors name the value a rule could not read more precisely;
     # the schema catches the rest (a value outside an enum that a likelihood still scored).
     check_output_schema(parsed_json, schema, name)

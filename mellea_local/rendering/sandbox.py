@@ -17,8 +17,8 @@ globals (so the text is identical, a test compares them), plus:
 
 Exceeding either is a ``ChatTemplateError`` naming the limit and the fix. The cost for a
 normal template is one counter increment per loop iteration and per call (measured on the
-embedded template with tools: 0.62 ms against transformers' 0.61 ms per render; renders are
-memoised besides, ``memo.py``).
+embedded template, 20 turns with tools: 0.49 ms against transformers' 0.48 ms per render;
+renders are memoised besides, ``memo.py``).
 """
 
 from __future__ import annotations
@@ -104,11 +104,17 @@ def _check_format(fmt: Any) -> None:
             _check_size(int(digits), "a format width")
 
 
-def _concat(*parts: Any) -> str:
+def _concat(parts: list[Any]) -> str:
     """``a ~ b``: the parts as text, refused before joining past the limit."""
     texts = [str(p) for p in parts]
-    _check_size(sum(len(t) for t in texts), "a ~ concatenation")
+    _check_size(sum(map(len, texts)), "a ~ concatenation")
     return "".join(texts)
+
+
+@jinja2.pass_context  # a context filter is never folded into a constant at compile time
+def _tick_filter(context: Any, value: Any) -> str:
+    _tick()
+    return ""
 
 
 def _checked_replace(text: Any, old: Any, new: Any, count: Any = None) -> None:
@@ -140,18 +146,21 @@ def _bounded_filter(name: str, func: Any) -> Any:
 
 
 class _Instrument(NodeTransformer):
-    """Tick at the top of every loop body; route ``~`` through the bounded concatenation."""
+    """Tick at the top of every loop body; route ``~`` through the bounded concatenation.
+
+    Both are filters, not calls: a filter is a direct function call in the compiled code,
+    a call goes through the sandbox's checks (measured: twice the render time)."""
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
-        tick = nodes.ExprStmt(nodes.Call(nodes.Name(_TICK, "load"), [], [], None, None))
+        tick = nodes.ExprStmt(nodes.Filter(nodes.Const(None), _TICK, [], [], None, None))
         node.body.insert(0, tick.set_lineno(node.lineno))
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        return nodes.Call(nodes.Name(_CONCAT, "load"), list(node.nodes), [], None, None,
-                          lineno=node.lineno)
+        return nodes.Filter(nodes.List(list(node.nodes)), _CONCAT, [], [], None, None,
+                            lineno=node.lineno)
 
 
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
@@ -166,7 +175,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         _tick()
         owner = getattr(__obj, "__self__", None)
-        if isinstance(owner, str):
+        if owner.__class__ is str:
             method = getattr(__obj, "__name__", "")
             if method == "replace":
                 _checked_replace(owner, *args[:3])
@@ -227,8 +236,8 @@ def environment() -> BoundedEnvironment:
     for name in ("replace", "center", "indent", "format"):  # the ones that can grow text
         if name in env.filters:
             env.filters[name] = _bounded_filter(name, env.filters[name])
-    env.globals[_TICK] = _tick
-    env.globals[_CONCAT] = _concat
+    env.filters[_TICK] = _tick_filter
+    env.filters[_CONCAT] = _concat
     return env
 
 
