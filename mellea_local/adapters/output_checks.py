@@ -172,13 +172,16 @@ def check_result_finite(result: Any, name: str) -> None:
             "base model and that the model's weights are finite.")
 
 
-def check_token_logprobs(tokens: Sequence[Any], name: str, *, normalised: bool = True) -> None:
-    """Every generated token's logprob and top-k list obeys probability: <= 0 and not NaN, no
-    token twice and, when ``normalised`` (not yet divided by a temperature), the top-k
-    probabilities summing to at most 1 (+ ``TOP_LOGPROB_TOLERANCE``).
+def check_token_logprobs(tokens: Sequence[Any], name: str, *, normalised: bool = True,
+                         distinct: bool = True) -> None:
+    """Every generated token's logprob and top-k list obeys probability: <= 0 and not NaN;
+    when ``distinct``, no token text twice among the alternatives; when ``normalised`` (not
+    divided by a temperature), the top-k probabilities summing to at most 1
+    (+ ``TOP_LOGPROB_TOLERANCE``).
 
-    A text with U+FFFD (an undecodable byte fragment) may appear twice: distinct byte tokens
-    decode alike, and no category is spelled that way."""
+    The last two are for logprobs an engine hands us (an OpenAI-style response): our own
+    engine's top-k come from a softmax, and its per-token decodes can legitimately collide
+    (distinct byte tokens decode alike). A text with U+FFFD may always appear twice."""
     for i, token in enumerate(tokens):
         where = f"Intrinsic {name!r}: logprobs of token {i} ({token.token!r})"
         values = [token.logprob, *(lp for _, lp in token.top_logprobs)]
@@ -192,7 +195,7 @@ def check_token_logprobs(tokens: Sequence[Any], name: str, *, normalised: bool =
                 "engine.")
         names = [t for t, _ in token.top_logprobs]
         twice = sorted({t for t in names if names.count(t) > 1 and "\ufffd" not in t})
-        if twice:
+        if distinct and twice:
             raise IntrinsicOutputError(
                 f"{where} list {twice[0]!r} twice among the top alternatives, so it would be "
                 "counted twice. The engine's top-k list is broken; check the engine.")

@@ -776,12 +776,15 @@ def apply_transformations(
     ``{"requirement_check": {"score": p}}``.
 
     The logprobs are checked against the rules of probability before the rules run
-    (``output_checks``; the top-k sum only when ``logprobs_normalised``: a temperature divides
-    them); after them, the output against ``schema`` (the io.yaml's ``response_format``;
-    ``IntrinsicSchemaError``), and the result must hold only finite numbers.
+    (``output_checks``; the top-k sum and distinct alternatives only when
+    ``logprobs_normalised``, i.e. an engine's raw logprobs: a temperature divides them, and
+    our own decodes can collide); after them, the output against ``schema`` (the io.yaml's
+    ``response_format``; ``IntrinsicSchemaError``), and the result must hold only finite
+    numbers.
     """
     if logprobs is not None:
-        check_token_logprobs(logprobs, name, normalised=logprobs_normalised)
+        check_token_logprobs(logprobs, name, normalised=logprobs_normalised,
+                             distinct=logprobs_normalised)
     probs_by_path = {
         ((key,) if isinstance(key, str) else tuple(key)): probs
         for key, probs in (value_probs or {}).items()

@@ -29,7 +29,6 @@ from mellea_local.adapters import (
     TokenLogprob,
     TokenPrompt,
     apply_transformations,
-    check_token_logprobs,
     final_channel,
 )
 from mellea_local.adapters.sentences import MarkedInputs
@@ -141,7 +140,6 @@ async def score_general(
             f"{budget} tokens ({text[:200]!r}); raise ModelOption.MAX_NEW_TOKENS (or "
             "max_completion_tokens in its io.yaml) or check that it fits this base model."
         ) from exc
-    check_token_logprobs(tokens, intrinsic.name)  # before a temperature rescales them
     return apply_transformations(io.transformations, parsed,
                                  logprobs=_at_temperature(tokens, options.temperature),
                                  name=intrinsic.name, sentences=marked,
