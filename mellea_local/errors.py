@@ -25,6 +25,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
     ├── AdapterError [ValueError]          an adapter cannot be loaded or used
     │   └── AdapterNotFoundError [LookupError]
     ├── AdapterSchemaMismatchError, AloraActivationError, IOConfigError [ValueError]
+    │   └── IntrinsicSchemaError [IntrinsicOutputError]  output outside the io.yaml's schema
     ├── IntrinsicError [ValueError]        an intrinsic call cannot run as asked
     │   ├── IntrinsicInputError, IntrinsicOptionError
     │   └── IntrinsicVariableError [TypeError]
@@ -42,7 +43,6 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   BatchRunError [RuntimeError], BenchmarkError
     ├── MissingExtraError [ImportError]    a feature's optional extra is not installed
     │   └── RayNotInstalledError
-    ├── TrainingDataError [ValueError], TrainingError [RuntimeError]
     ├── GGUFExportError [ValueError]       a model or adapter llama.cpp cannot be given
     ├── TrainingDataError [ValueError]     a training JSONL (or its file) cannot be used
     ├── TrainingError [RuntimeError]       a training run cannot start or continue
@@ -52,6 +52,8 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   ├── InitAdapterError               --init-from weights unusable (non-finite, shapes)
     │   ├── CheckpointError                a checkpoint that fails validation before resume
     │   └── TrainingDivergedError          a non-finite loss or weight at a named step
+    ├── ChatTemplateError [ValueError]     a chat template past its time or size limit,
+    │                                      unparsable, or rendering none of the messages
     └── LlamaServerError                   a llama-server call failed
         ├── LlamaServerUnavailableError [ConnectionError]
         ├── LlamaServerResponseError, LlamaServerAdapterError [ValueError]
@@ -472,3 +474,24 @@ class TrainingDivergedError(TrainingError):
 class ThreadCountError(InvalidInputError):
     """``--threads`` (or ``threads=``) asks for more threads than the CPUs this process may use
     (its affinity mask); refused before any thread is created."""
+class ChatTemplateError(MelleaLocalError, ValueError):
+    """A chat template (code that came with the model) cannot be used: it ran past the render
+    sandbox's time or output limit, does not parse, or renders none of the messages."""
+
+
+class IntrinsicSchemaError(AdapterSchemaMismatchError, IntrinsicOutputError):
+    """An adapter's output breaks its io.yaml's ``response_format`` (a wrong type, a value
+    outside an ``enum``, a missing field, a non-finite number): an ``AdapterSchemaMismatchError``
+    whose message also says what to do. ``fix`` travels in ``args``, so it pickles."""
+
+    def __init__(self, name: str, observed_keys: Iterable[str], expected_keys: Iterable[str],
+                 fix: str = "") -> None:
+        super().__init__(name, observed_keys, expected_keys)
+        self.observed_list = [str(k) for k in observed_keys]
+        self.expected_list = [str(k) for k in expected_keys]
+        self.args = (name, self.observed_list, self.expected_list, fix)
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return (f"Adapter {self.name!r} output breaks its declared schema: observed "
+                f"{self.observed_list}; expected {self.expected_list}. {self.fix}").strip()

@@ -50,6 +50,7 @@ from mellea_local.adapters.library import (
     resolve_adapter,
 )
 from mellea_local.adapters.loaded import Adapter
+from mellea_local.adapters.output_checks import check_output_schema, check_token_logprobs
 from mellea_local.adapters.runner import AdapterRunner
 from mellea_local.adapters.transformations import (
     RULE_TYPES,
@@ -104,6 +105,8 @@ __all__ = [
     "apply_transformations",
     "base_model_name",
     "catalog_entry",
+    "check_output_schema",
+    "check_token_logprobs",
     "default_library_roots",
     "fast_path_spec",
     "fetch_from_hub",

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from mellea_local.adapters.output_checks import check_token_logprobs
 from mellea_local.adapters.sentences import SENTENCE_SOURCES, MarkedInputs
 from mellea_local.adapters.transformations import (
     Category,
@@ -341,6 +342,7 @@ class IOConfig:
         return apply_transformations(
             self.transformations, parsed_json, value_probs=value_probs, logprobs=logprobs,
             name=name or self.name or self.source, sentences=sentences,
+            schema=self.response_format, logprobs_normalised=True,
         )
 
     def result_from_chat_completion(
@@ -456,8 +458,10 @@ def _token_logprobs(logprobs: Mapping[str, Any], source: str) -> list[TokenLogpr
         if tokens[-1].logprob > 0 or any(lp > 0 for _, lp in tops):
             raise IntrinsicOutputError(
                 f"{source}: logprobs.content[{i}] has a positive log-probability; a "
-                "probability cannot exceed 1."
+                "probability cannot exceed 1. The engine's numbers are broken; check the "
+                "engine and the model's weights."
             )
+    check_token_logprobs(tokens, source)  # NaN, a token twice, a top-k sum past 1
     return tokens
 
 

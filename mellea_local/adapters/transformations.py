@@ -35,6 +35,12 @@ from json.scanner import NUMBER_RE
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
+from mellea_local.adapters.output_checks import (
+    check_output_schema,
+    check_result_finite,
+    check_token_logprobs,
+    with_schema_detail,
+)
 from mellea_local.adapters.sentences import SENTENCE_SOURCES, MarkedInputs, Sentence
 from mellea_local.errors import AdapterSchemaMismatchError, IntrinsicOutputError, IOConfigError
 
@@ -757,6 +763,8 @@ def apply_transformations(
     logprobs: Sequence[TokenLogprob] | None = None,
     name: str = "adapter",
     sentences: MarkedInputs | None = None,
+    schema: Mapping[str, Any] | None = None,
+    logprobs_normalised: bool = False,
 ) -> Any:
     """Run ``rules`` in order over a copy of the adapter's parsed JSON output.
 
@@ -766,7 +774,17 @@ def apply_transformations(
     path. ``sentences`` holds the marked request texts ``decode_sentences`` reads. ``name``
     names the intrinsic in errors. For requirement-check the result is
     ``{"requirement_check": {"score": p}}``.
+
+    The logprobs are checked against the rules of probability before the rules run
+    (``output_checks``; the top-k sum and distinct alternatives only when
+    ``logprobs_normalised``, i.e. an engine's raw logprobs: a temperature divides them, and
+    our own decodes can collide); after them, the output against ``schema`` (the io.yaml's
+    ``response_format``; ``IntrinsicSchemaError``), and the result must hold only finite
+    numbers.
     """
+    if logprobs is not None:
+        check_token_logprobs(logprobs, name, normalised=logprobs_normalised,
+                             distinct=logprobs_normalised)
     probs_by_path = {
         ((key,) if isinstance(key, str) else tuple(key)): probs
         for key, probs in (value_probs or {}).items()
@@ -774,8 +792,18 @@ def apply_transformations(
     evidence = _Evidence(name=name, value_probs=probs_by_path, tokens=logprobs,
                          sentences=sentences)
     data = copy.deepcopy(parsed_json)
-    for rule in rules or ():
-        data = rule.apply(data, evidence)
+    try:
+        for rule in rules or ():
+            data = rule.apply(data, evidence)
+    except AdapterSchemaMismatchError as exc:
+        detailed = with_schema_detail(exc, parsed_json, schema)  # the value and the fix
+        if detailed is exc:
+            raise
+        raise detailed from exc
+    # After the rules, whose own errors name the value a rule could not read more precisely;
+    # the schema catches the rest (a value outside an enum that a likelihood still scored).
+    check_output_schema(parsed_json, schema, name)
+    check_result_finite(data, name)
     return data
 
 

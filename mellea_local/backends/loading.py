@@ -170,14 +170,14 @@ def resolve_model_source(model: str | os.PathLike[str]) -> str:
     folder called ``smollm2-135m`` still loads as a folder.
     """
     from mellea_local.models import convert_gguf, find_gguf, is_registered, model_path
-    from mellea_local.models.cache import MANIFEST, verify_converted
+    from mellea_local.models.cache import is_converted, verify_converted
 
     name = check_model_name(model)
     path = Path(name).expanduser()
     gguf = find_gguf(path)
     if gguf is not None:
         return str(convert_gguf(gguf, progress=logger.info))
-    if (path / MANIFEST).is_file():
+    if is_converted(path):  # a manifest, or the cache's layout: a deleted manifest is refused
         verify_converted(path)
         return name
     if not path.exists() and is_registered(name):

@@ -175,6 +175,7 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
             _init(ray, kwargs, options.address)
         else:
             kwargs.update(num_cpus=os.cpu_count() or 1, include_dashboard=False)
+            refuse_open_cluster()
             secure_token_file()
             before = watchdog.children_now(os.getpid())
             _init(ray, kwargs, None)
@@ -259,6 +260,22 @@ def _init_now(ray: Any, kwargs: dict[str, Any], address: str | None) -> None:
             f"Ray could not start or connect ({where}: {type(exc).__name__}: "
             f"{' '.join(str(exc).split())[:300]}). Check the address and that the cluster "
             "runs the same Ray version, or leave --ray-address out.") from exc
+
+
+def refuse_open_cluster() -> None:
+    """Refuse to start a private Ray with token authentication off.
+
+    Ray 2.60 binds its GCS, raylet and worker gRPC servers to 0.0.0.0 (hard-coded; no setting
+    narrows it to 127.0.0.1), so the token is what keeps other hosts out; without it any host
+    that reaches this one could submit work to the cluster.
+    """
+    mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower()
+    if mode == "disabled":
+        raise BatchOptionError(
+            "RAY_AUTH_MODE=disabled: a private Ray's servers listen on every interface (Ray "
+            "2.60 cannot bind them to 127.0.0.1), so without its token anyone who reaches this "
+            "host could run code in it. Unset RAY_AUTH_MODE, or start your own cluster behind "
+            "a firewall and pass --ray-address.")
 
 
 def secure_token_file() -> None:

@@ -9,6 +9,7 @@ results: ``policy_guardrails``, ``guardian_check``, ``factuality_detection`` and
 
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 from collections.abc import Iterable, Mapping
@@ -26,12 +27,26 @@ _UNSET: Any = object()
 
 
 def _full_text(value: Any, what: str, bank: Mapping[str, str]) -> str:
-    """``value`` as the adapter reads it: a short name's text, else ``value`` itself."""
+    """``value`` as the adapter reads it: a short name's text, else ``value`` itself.
+
+    Short names match exactly. A single word that is no short name is refused (a criterion
+    written out is a sentence; a lone word is a short name mistyped, and sending it as the
+    criterion would score something else), naming the nearest short name when there is one.
+    Deviation from the peer, which sends any other string as given.
+    """
     if not isinstance(value, str) or not value.strip():
         raise InputTypeError(
             f"{what} must be non-empty text or one of the short names {sorted(bank)}, got "
             f"{value!r}.")
-    return bank.get(value, value)
+    if value in bank:
+        return bank[value]
+    if len(value.split()) == 1:
+        near = difflib.get_close_matches(value.strip().lower(), list(bank), n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise InputTypeError(
+            f"{what}={value!r} is not a short name: {hint}Use one of {sorted(bank)}, or write "
+            "the criterion out as a sentence.")
+    return value
 
 
 async def _with_documents(context: Context, documents: Iterable[str | Document] | None

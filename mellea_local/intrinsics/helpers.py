@@ -24,10 +24,12 @@ def coerce_documents(documents: Iterable[str | Document] | None, *, auto_doc_id:
     ``auto_doc_id`` (the peer's rule per helper), else none."""
     if documents is None:
         return None
-    if isinstance(documents, str | bytes | Document) or not isinstance(documents, Iterable):
+    if (isinstance(documents, str | bytes | Document | Mapping)
+            or not isinstance(documents, Iterable)):
+        # A dict iterates its keys: scoring them as documents would be silently wrong.
         raise InputTypeError(
             f"{what} must be a list of str or Document, got {type(documents).__name__}; wrap a "
-            "single document in a list."
+            "single document in a list (for a dict, pass Document(text, title=...) items)."
         )
     out: list[Document] = []
     for i, doc in enumerate(documents):
@@ -39,7 +41,27 @@ def coerce_documents(documents: Iterable[str | Document] | None, *, auto_doc_id:
             raise InputTypeError(
                 f"{what}[{i}] is a {type(doc).__name__}; pass str or Document items."
             )
+        if not isinstance(out[-1].text, str) or not out[-1].text.strip():
+            raise IntrinsicInputError(
+                f"{what}[{i}] is empty ({out[-1].text!r}): an adapter would judge against no "
+                "text. Remove it or pass the document's text."
+            )
+    if not out:
+        raise IntrinsicInputError(
+            f"{what} is an empty list; pass at least one document (or None where the helper "
+            "allows no documents)."
+        )
     return out
+
+
+def require_text(value: object, what: str) -> str:
+    """``value`` if it is text with something besides whitespace, else a typed error."""
+    if not isinstance(value, str):
+        raise InputTypeError(f"{what} must be a str, got {type(value).__name__}.")
+    if not value.strip():
+        raise IntrinsicInputError(
+            f"{what} is empty ({value!r}): there is nothing to judge. Pass the text.")
+    return value
 
 
 def _text_of(data: object) -> tuple[str, str] | None:
@@ -66,7 +88,7 @@ def resolve_turn(text: str | None, context: Context, role: str, what: str
     if text is not None:
         if not isinstance(text, str):
             raise InputTypeError(f"{what} must be a str or None, got {type(text).__name__}.")
-        return text, context
+        return require_text(text, what), context
     found = _text_of(context.node_data)
     previous = context.previous_node
     if found is not None and isinstance(context.node_data, Message):
@@ -77,7 +99,7 @@ def resolve_turn(text: str | None, context: Context, role: str, what: str
             f"{what} is None, so it is read from the context's last turn, but that is not a "
             f"{role} turn; pass {what}=... or end the context with the {role} turn."
         )
-    return found[1], previous
+    return require_text(found[1], f"{what} (the context's last {role} turn)"), previous
 
 
 async def run_field(backend: Any, name: str, context: Context, field: str | tuple[str, ...],

@@ -145,7 +145,8 @@ async def score_general(
         ) from exc
     return apply_transformations(io.transformations, parsed,
                                  logprobs=_at_temperature(tokens, options.temperature),
-                                 name=intrinsic.name, sentences=marked)
+                                 name=intrinsic.name, sentences=marked,
+                                 schema=io.response_format)
 
 
 def _at_temperature(tokens: list[TokenLogprob], temperature: float) -> list[TokenLogprob]:

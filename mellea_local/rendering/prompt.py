@@ -14,6 +14,7 @@ from mellea_local.errors import PromptTooLongError, UnsupportedInputError
 from mellea_local.messages import Message
 from mellea_local.rendering.control_tokens import Neutraliser, RenderedPrompt
 from mellea_local.rendering.memo import json_key, memoised, vocab_size
+from mellea_local.rendering.sandbox import check_messages_rendered, render_chat
 
 
 def check_text_only(messages: Sequence[Message], model_name: str) -> None:
@@ -48,13 +49,17 @@ def render_prompt(
 
     def render() -> RenderedPrompt:
         neutral = Neutraliser(tokenizer)
-        text = tokenizer.apply_chat_template(
-            neutral(message_dicts),
+        shown = neutral(message_dicts)
+        # The template came with the model: rendered in a bounded sandbox (sandbox.py), the
+        # same text apply_chat_template would return, and refused if it drops the messages.
+        text = render_chat(
+            tokenizer,
+            shown,
             tools=neutral(tool_specs, "tools") or None,
             add_generation_prompt=add_generation_prompt,
-            tokenize=False,
             **(template_kwargs or {}),
         )
+        check_messages_rendered(shown, text)
         return neutral.restore(text)
 
     # The same conversation is rendered once per check of a turn: remember the result.

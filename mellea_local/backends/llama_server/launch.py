@@ -42,6 +42,7 @@ from pathlib import Path
 
 import httpx
 
+from mellea_local.backends.llama_server.exit_status import describe_exit
 from mellea_local.errors import LlamaServerBinaryError, LlamaServerError
 
 HOST = "127.0.0.1"
@@ -188,9 +189,10 @@ def wait_ready(server: ServerProcess, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not server.alive():
+            what, lines = describe_exit(server.proc.returncode)
             raise LlamaServerError(
-                f"llama-server exited with status {server.proc.returncode} while starting "
-                f"({' '.join(server.command)}); its log ends:\n{server.log_tail()}")
+                f"llama-server {what} while starting ({' '.join(server.command)}); its log "
+                f"ends:\n{server.log_tail(lines)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(server.url + "/health", timeout=1.0).status_code == 200:
                 return
