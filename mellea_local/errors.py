@@ -24,7 +24,8 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   └── ToolArgumentsError
     ├── AdapterError [ValueError]          an adapter cannot be loaded or used
     │   └── AdapterNotFoundError [LookupError]
-    ├── AdapterSchemaMismatchError, AloraActivationError, IOConfigError [ValueError]
+    ├── AloraActivationError, IOConfigError [ValueError]
+    ├── AdapterSchemaMismatchError
     │   └── IntrinsicSchemaError [IntrinsicOutputError]  output outside the io.yaml's schema
     ├── IntrinsicError [ValueError]        an intrinsic call cannot run as asked
     │   ├── IntrinsicInputError, IntrinsicOptionError
