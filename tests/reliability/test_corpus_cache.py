@@ -44,7 +44,8 @@ from mellea_local.messages import Document
 TIMEOUT_S = 60
 FAST_S = 10.0  # what used to hang must now fail within this (a loaded 2-core machine)
 FIX_WORDS = ("use ", "pass ", "remove", "run ", "delete", "fix", "rebuild", "check",
-             "unset", "re-download", "set ", "write", "did you mean", "free ", "raise ")
+             "unset", "re-download", "set ", "write", "did you mean", "free ", "raise ",
+             "say what")
 IO_YAML = Path(__file__).resolve().parents[1] / "intrinsics" / "io_yaml"
 
 
@@ -375,7 +376,7 @@ def _core(requirement: Any) -> Callable[[Any, Path], Any]:
 
 CASES["helper: an empty requirement"] = Case(_core(""), MelleaLocalError, ("requirement",))
 CASES["helper: a whitespace requirement"] = Case(_core("\n "), MelleaLocalError,
-                                                 ("requirement", "empty"))
+                                                 ("requirement", "blank"))
 CASES["helper: a requirement (valid)"] = Case(
     _core("Mention an animal."), None, valid=lambda s: isinstance(s, float) and 0 <= s <= 1)
 
