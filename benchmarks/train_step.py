@@ -73,9 +73,9 @@ def adapter_modes(T: Any, cfg: Any, tok: Any, model: Any, block: int, *,
 
     backend = T.LocalHFBackend.from_loaded(model, tok, model_id=T.BASE_NAME)
     examples = T.S.check_examples(random.Random(cfg.adapter_data_seed), 40)
-    rows = T.check_rows(backend, T.adapter_record(tok, alora=alora), examples)
+    rows = T.check_rows(backend, T.adapter_record(tok, "alora" if alora else "lora"), examples)
     random.Random(0).shuffle(rows)
-    answers = T.answer_ids(tok)
+    answers = T.answer_pair(tok)
     modes = {}
     for bf16 in (False, True):
         m = get_peft_model(copy.deepcopy(model), T.lora_config(cfg, model)).train()

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.intrinsics.requirement_check import requirement_checks
-    from mellea_local.training.rows import context_of
+    from mellea_local.messages import chat_context as context_of
 
     torch.set_num_threads(args.threads)
     rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines()

@@ -39,7 +39,7 @@ def word_states(model: torch.nn.Module, tok: object, examples: list[S.CheckExamp
     """``[layers + 1, examples, hidden]``: each example's hidden states at the last token of
     the requirement's word, base model only."""
     backend = LocalHFBackend.from_loaded(model, tok, model_id=T.BASE_NAME)
-    rows = T.check_rows(backend, T.adapter_record(tok, alora=True), examples)
+    rows = T.check_rows(backend, T.adapter_record(tok, "alora"), examples)
     states = []
     with torch.no_grad():
         for ex, row in zip(examples, rows, strict=True):

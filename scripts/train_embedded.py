@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import copy
 import json
-import math
 import os
 import random
 import shutil
@@ -68,16 +67,17 @@ from embedded_lab.feature_targets import (  # noqa: E402
     feature_targets,
 )
 
-from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML, AdapterKind, IOConfig  # noqa: E402
-from mellea_local.adapters.transformations import fast_path_spec  # noqa: E402
+from mellea_local.adapters import REQUIREMENT_CHECK_IO_YAML  # noqa: E402
 from mellea_local.backends.adapter_registry import Adapter  # noqa: E402
 from mellea_local.backends.cache_compat import cache_kwarg_name, new_cache  # noqa: E402
 from mellea_local.backends.hf import LocalHFBackend  # noqa: E402
-from mellea_local.bench.accuracy import context_of  # noqa: E402
 from mellea_local.embedded import build_model, build_tokenizer, save  # noqa: E402
 from mellea_local.embedded.factored_embedding import factor_embeddings, materialize  # noqa: E402
 from mellea_local.embedded.random_adapter import INVOCATION_TEXT  # noqa: E402
 from mellea_local.intrinsics.requirement_check import build_check_prompts  # noqa: E402
+from mellea_local.messages import chat_context  # noqa: E402
+from mellea_local.training.rows import adapter_record, answer_ids  # noqa: E402
+from mellea_local.training.schedule import lr_at  # noqa: E402
 
 BASE_NAME = "mellea-tiny-chat"
 WEIGHTS_DIR = ROOT / "mellea_local" / "embedded" / "weights" / BASE_NAME
@@ -223,15 +223,6 @@ def warn_if_bf16_is_emulated(cfg: Config) -> None:
     if cfg.bf16 and cpuinfo.exists() and not native_bf16(cpuinfo.read_text()):
         log("warning: this CPU has no bfloat16 instructions, so bf16 training runs emulated, "
             "slower than float32; --set bf16=0 trains the float32 recipe (other weights)")
-
-
-def lr_at(step: int, total: int, peak: float) -> float:
-    """Linear warm-up over 5% of the steps, then cosine decay to a tenth of the peak."""
-    warm = max(1, total // 20)
-    if step < warm:
-        return peak * (step + 1) / warm
-    progress = (step - warm) / max(1, total - warm)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 # ----- stage 1: the base model -------------------------------------------------------------------
@@ -544,7 +535,7 @@ def base_steps(model: Any, opt: Any, probe: FeatureProbe | None, cfg: Config, to
     for step in range(steps):
         if step and cfg.self_check_every and step % cfg.self_check_every == 0:
             log_self_check(f"{label} after {step} steps", base_self_check(model, tok))
-        set_lr(opt, lr_at(step, steps, lr))
+        set_lr(opt, lr_at(step, steps, lr, "cosine"))
         if cfg.copy_every and step % cfg.copy_every == cfg.copy_every - 1:
             lm_step(model, opt, copy_rows(copy_rng, cfg.copy_batch, len(tok), seps), pad)
             if drill is not None and cfg.mention_batch:
@@ -698,21 +689,6 @@ def adapter_examples(cfg: Config) -> list[S.CheckExample]:
     return examples
 
 
-def adapter_record(tok: Any, *, alora: bool) -> Adapter:
-    """What ``build_check_prompts`` needs to know about the adapter being trained."""
-    io = IOConfig.load(REQUIREMENT_CHECK_IO_YAML)
-    return Adapter(
-        name=f"{INTRINSIC}_{'alora' if alora else 'lora'}",
-        kind=AdapterKind.ALORA if alora else AdapterKind.LORA,
-        path=REQUIREMENT_CHECK_IO_YAML.parent,
-        io_config=io,
-        invocation_tokens=tuple(tok.encode(INVOCATION_TEXT, add_special_tokens=False))
-        if alora else None,
-        intrinsic=INTRINSIC,
-        fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
-    )
-
-
 @dataclass
 class CheckRow:
     ids: list[int]  # prompt + forced JSON prefix + answer tokens + EOS
@@ -724,19 +700,12 @@ class CheckRow:
 def check_rows(backend: LocalHFBackend, adapter: Adapter,
                examples: list[S.CheckExample]) -> list[CheckRow]:
     """The exact ids the intrinsic scores, followed by the answer the adapter must give."""
-    tok = backend.tokenizer
-    assert adapter.fast_path is not None
-    prefix = adapter.fast_path.json_prefix
-    forced = tok.encode(prefix, add_special_tokens=False)
-    answers = {}
-    for value in ("yes", "no"):
-        full = tok.encode(prefix + value + '"}', add_special_tokens=False)
-        assert full[: len(forced)] == forced, "the forced prefix must end at a token boundary"
-        answers[value] = [*full[len(forced):], tok.eos_token_id]
+    forced, answers = answer_ids(backend.tokenizer, adapter)
     assert len(answers["yes"]) == len(answers["no"]) == 3
     rows = []
     for ex in examples:
-        prompt = build_check_prompts(backend, context_of(ex.messages), [ex.requirement], adapter)[0]
+        prompt = build_check_prompts(backend, chat_context(ex.messages), [ex.requirement],
+                                     adapter)[0]
         # A LoRA changes every token, so at inference it runs over the whole prompt: only an
         # aLoRA may take the conversation from the base (``prompt.shared`` is the prefix the
         # checks of one batch share, not where an adapter starts).
@@ -746,11 +715,11 @@ def check_rows(backend: LocalHFBackend, adapter: Adapter,
     return rows
 
 
-def answer_ids(tok: Any) -> tuple[int, int]:
-    yes = tok.encode("yes", add_special_tokens=False)
-    no = tok.encode("no", add_special_tokens=False)
-    assert len(yes) == len(no) == 1
-    return yes[0], no[0]
+def answer_pair(tok: Any) -> tuple[int, int]:
+    """The first answer token of ``yes`` and of ``no``: what the loss and the accuracy compare
+    (``training.rows.answer_ids`` owns how answers are tokenized)."""
+    _, answers = answer_ids(tok, adapter_record(tok, "lora"))
+    return answers["yes"][0], answers["no"][0]
 
 
 def pad_left(seqs: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -831,7 +800,7 @@ def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alo
     model = get_peft_model(copy.deepcopy(base), lora_config(cfg, base))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.adapter_lr, weight_decay=0.0)
-    yes, no = answer_ids(tok)
+    yes, no = answer_pair(tok)
     rng = random.Random(cfg.adapter_data_seed + 10)
     order: list[int] = []
     while len(order) < cfg.adapter_steps * cfg.adapter_batch:
@@ -846,7 +815,7 @@ def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alo
             start = step * cfg.adapter_batch
             batch = [rows[i] for i in order[start:start + cfg.adapter_batch]]
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, cfg.adapter_steps, cfg.adapter_lr)
+                group["lr"] = lr_at(step, cfg.adapter_steps, cfg.adapter_lr, "cosine")
             history.append(adapter_step(model, opt, params, batch, pad, (yes, no)))
             if step % 25 == 0 or step == cfg.adapter_steps - 1:
                 recent = sum(history[-25:]) / len(history[-25:])
@@ -870,7 +839,7 @@ def train_adapter(cfg: Config, base: Any, tok: Any, rows: list[CheckRow], *, alo
 @torch.no_grad()
 @torch.autocast("cpu", enabled=False)
 def held_out_accuracy(model: Any, rows: list[CheckRow], tok: Any) -> dict[str, float]:
-    yes, no = answer_ids(tok)
+    yes, no = answer_pair(tok)
     right: dict[str, list[bool]] = {}
     for i in range(0, len(rows), 64):
         batch = rows[i: i + 64]
@@ -1003,7 +972,7 @@ def main(argv: list[str] | None = None) -> None:
     adapter_stats = {}
     for kind in args.kinds:
         alora = kind == "alora"
-        record = adapter_record(tok, alora=alora)
+        record = adapter_record(tok, kind)
         rows = check_rows(backend, record, train_examples)
         held = check_rows(backend, record, held_examples)
         model, adapter_stats[kind] = train_adapter(cfg, base, tok, rows, alora=alora,

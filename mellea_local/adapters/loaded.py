@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mellea_local.adapters.io_config import IOConfig
 from mellea_local.adapters.kinds import AdapterKindStrategy, strategy_for
@@ -37,6 +38,22 @@ class Adapter:
         default=None,
         metadata={"help": "The invocation tokens decoded with special tokens kept."},
     )
+
+    @classmethod
+    def build(
+        cls, *, name: str, kind: AdapterKind, path: Path, io_config: IOConfig,
+        invocation_tokens: tuple[int, ...] | None, intrinsic: str | None, tokenizer: Any = None,
+    ) -> Adapter:
+        """The one builder of a record, for a loaded adapter and one not trained yet alike:
+        its fast-path spec precomputed from the io.yaml and, given the tokenizer, its
+        invocation spelled out (what an aLoRA's prompt building looks for in the text)."""
+        return cls(
+            name=name, kind=kind, path=path, io_config=io_config,
+            invocation_tokens=invocation_tokens, intrinsic=intrinsic,
+            fast_path=io_config.fast_path_spec(),
+            invocation_text=(tokenizer.decode(list(invocation_tokens), skip_special_tokens=False)
+                             if invocation_tokens and tokenizer is not None else None),
+        )
 
     @property
     def strategy(self) -> AdapterKindStrategy:

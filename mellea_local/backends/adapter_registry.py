@@ -255,18 +255,10 @@ def _check_matrix(
 def describe(resolved: ResolvedAdapter, name: str, tokenizer: Any = None) -> Adapter:
     """The ``Adapter`` record for a resolved folder, with its fast-path spec precomputed and,
     given the tokenizer, its invocation spelled out (what prompt building looks for)."""
-    io = resolved.io_config
-    inv = resolved.invocation_tokens
-    return Adapter(
-        name=name,
-        kind=resolved.kind,
-        path=resolved.path,
-        io_config=io,
-        invocation_tokens=resolved.invocation_tokens,
-        intrinsic=intrinsic_of(resolved),
-        fast_path=io.fast_path_spec(),
-        invocation_text=(tokenizer.decode(list(inv), skip_special_tokens=False)
-                         if inv and tokenizer is not None else None),
+    return Adapter.build(
+        name=name, kind=resolved.kind, path=resolved.path, io_config=resolved.io_config,
+        invocation_tokens=resolved.invocation_tokens, intrinsic=intrinsic_of(resolved),
+        tokenizer=tokenizer,
     )
 
 

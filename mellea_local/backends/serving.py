@@ -32,13 +32,14 @@ import dataclasses
 import os
 import threading
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from mellea_local.adapters import AdapterSource, ResolvedAdapter, resolve_adapter
 from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.loaded import Adapter
+from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_registry import (
     LoadedAdapters,
     check_adapter_name,
@@ -47,7 +48,11 @@ from mellea_local.backends.adapter_registry import (
     describe,
     intrinsic_of,
 )
-from mellea_local.backends.constrained import json_schema_grammar
+from mellea_local.backends.constrained import (
+    compact_json_grammar,
+    json_schema_grammar,
+    token_logprobs,
+)
 from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
 from mellea_local.core.backend import Backend
 from mellea_local.core.component import Span
@@ -303,3 +308,26 @@ class ServingBackend(RequirementScoring, Backend):
     def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
         """Start producing ``request``'s token ids without waiting for them; hand the outcome
         to ``delivery`` (``delivery.run`` on a worker thread, ``delivery.arun`` in a task)."""
+
+    async def generate_with_adapter(
+        self, adapter: Adapter, ids: Sequence[int], shared: int, *,
+        json_schema: Mapping[str, Any] | None, max_new_tokens: int, top_logprobs: int,
+        reuse: bool = True,
+    ) -> list[TokenLogprob]:
+        """Greedy generation with ``adapter`` on, held to ``json_schema`` by our compact-JSON
+        grammar (one grammar on every engine, so their outputs agree), with the top-k
+        log-probabilities after the mask; the engine decodes (``_adapter_decode``)."""
+        grammar = compact_json_grammar(json_schema) if json_schema is not None else None
+        new_ids, scores = await self._adapter_decode(
+            adapter, list(ids), shared, grammar=grammar, max_new_tokens=max_new_tokens,
+            reuse=reuse)
+        return token_logprobs(self.tokenizer, new_ids, scores, top_logprobs)
+
+    @abstractmethod
+    async def _adapter_decode(
+        self, adapter: Adapter, ids: list[int], shared: int, *, grammar: str | None,
+        max_new_tokens: int, reuse: bool,
+    ) -> tuple[list[int], list[Any]]:
+        """Greedy decoding after ``ids`` with ``adapter`` on, under ``grammar`` (None: free),
+        the tokens it forces fast-forwarded; the new ids and each step's scores after the
+        mask (what ``token_logprobs`` reads)."""

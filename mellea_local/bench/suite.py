@@ -85,6 +85,12 @@ class SuiteConfig:
     judge: bool = True
     """Score the base model asked as a judge beside the adapters (``bench.judge``)."""
     engine: str = "local"  # "ray": the accuracy section runs on a Ray Data actor pool
+    backend: str = "hf"
+    """The engine the accuracy section scores on (``--backend``, ``backends.registry``); the
+    speed sections time PEFT forwards in this process, so they need ``hf``."""
+    server_urls: tuple[str, ...] = ()
+    """``--server-url``: running servers of that engine (empty: it starts its own)."""
+    api_key: str | None = None
     ray: Any = None  # mellea_local.batch.RayOptions for engine "ray" (None: its defaults)
 
     @property
@@ -157,6 +163,17 @@ def _check_config(cfg: SuiteConfig) -> None:
         if unknown:
             raise BenchConfigError(f"{flag} {', '.join(sorted(unknown))}: no such section; use "
                                     f"one of {', '.join(SECTIONS)}.")
+    if cfg.backend != "hf":
+        local = [s for s in SECTIONS if s != "accuracy" and s not in cfg.skipped]
+        if local:
+            raise BenchConfigError(
+                f"--backend {cfg.backend}: the section(s) {', '.join(local)} time a model in "
+                "this process (PEFT forwards, its KV cache), which this engine does not "
+                "have; add --only accuracy (or --skip them), or use --backend hf.")
+        if cfg.engine == "ray":
+            raise BenchConfigError(
+                f"--pool ray runs one hf backend per actor; use --pool local with --backend "
+                f"{cfg.backend}.")
     if (cfg.limit is not None and cfg.dataset is None and not cfg.splits
             and cfg.model in (None, EMBEDDED)):
         raise BenchConfigError(
@@ -209,13 +226,15 @@ def accuracy_unavailable(model: str | None) -> str | None:
 
 
 def accuracy_backend(
-    model: str | None, adapter: str | None, *, device: str, dtype: str | None = None,
+    model: str | None, adapter: str | None, *, device: str | None, dtype: str | None = None,
+    backend_name: str = "hf", server_urls: tuple[str, ...] = (), api_key: str | None = None,
 ) -> tuple[Any, list[Any], str]:
     """(backend, adapters to score, model label), or (None, [], why not) to skip the section.
 
     Accuracy needs trained adapters: random ones would score chance. Without ``--model`` the
     embedded model and its trained aLoRA and LoRA are used when this build has them. The
-    local section and each ``--engine ray`` actor build their backend here.
+    local section and each ``--pool ray`` actor build their backend here, on the engine
+    ``backend_name`` (``--backend``; ``server_urls``/``api_key``: ``--server-url``).
     """
     from mellea_local.bench.accuracy import check_adapters
     from mellea_local.errors import AdapterError
@@ -224,12 +243,11 @@ def accuracy_backend(
     why = accuracy_unavailable(model)
     if why is not None:
         return None, [], why
-    if model is None:
-        backend = load_backend(EMBEDDED, device=device)
-        label = EMBEDDED
-    else:
-        backend = load_backend(model, device=device, dtype=dtype)
-        label = model
+    label = EMBEDDED if model is None else model
+    # The embedded model runs in float32 only; --dtype is for the --model weights.
+    backend = load_backend(label, device=device, dtype=None if model is None else dtype,
+                           backend=backend_name,
+                           server_urls=server_urls, api_key=api_key)
     adapters = check_adapters(backend)
     if adapter:
         name = add_cli_adapter(backend, adapter)
@@ -319,6 +337,7 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
         "config": {
             "command": cfg.command, "quick": cfg.quick,
             "speed_model": cfg.model or f"random-init {size}",
+            "backend": cfg.backend,
             "device": str(device), "dtype": str(dtype).removeprefix("torch."),
             "lengths": lengths, "repeats": repeats, "new_tokens": grid.new_tokens,
             "react_turns": grid.react_turns, "react_repeats": grid.react_repeats,
@@ -455,8 +474,10 @@ def _accuracy_section(
             section["judge_note"] = ("the judge baseline runs on the local engine only; rerun "
                                      "without --engine ray for it.")
     else:
-        backend, adapters, label = accuracy_backend(cfg.model, cfg.adapter,
-                                                    device=str(device), dtype=cfg.dtype)
+        hf = cfg.backend == "hf"  # another engine has no torch device (its loader refuses one)
+        backend, adapters, label = accuracy_backend(
+            cfg.model, cfg.adapter, device=str(device) if hf else cfg.device, dtype=cfg.dtype,
+            backend_name=cfg.backend, server_urls=cfg.server_urls, api_key=cfg.api_key)
         why = label if backend is None else no_data
         if why is not None:
             bars.print(f"accuracy skipped: {why}")

@@ -104,17 +104,19 @@ MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="Answer length limit (
 
 @app.command()
 def demo(model: ModelOpt = EMBEDDED, threads: ThreadsOpt = None,
-         debug: DebugOpt = False) -> None:
+         debug: DebugOpt = False, backend_name: BackendOpt = "hf",
+         server_url: ServerUrlOpt = None, api_key_file: ApiKeyFileOpt = None) -> None:
     """Show the product working offline: generate, then check requirements at the floor."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def work() -> None:
         from mellea_local.cli.demo import run_demo
 
-        if model != EMBEDDED:
+        serving = BackendChoice.from_options(backend_name, server_url, api_key_file)
+        if model != EMBEDDED and serving.backend == "hf":
             check_model_args(model)  # a bad --model: one line before anything loads
         apply_cli_threads(threads)
-        run_demo(model)
+        run_demo(model, serving, threads)
 
     run_guarded(debug, work)
 
@@ -424,6 +426,9 @@ def bench(
     ray_address: RayAddressOpt = None,
     batch_size: BatchSizeOpt = None,
     gpus_per_actor: GpusPerActorOpt = None,
+    backend_name: BackendOpt = "hf",
+    server_url: ServerUrlOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
 ) -> None:
     """Run the benchmark suite; write <name>.json, a markdown report and PNG figures.
 
@@ -437,13 +442,16 @@ def bench(
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
                    lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
                    only=only, limit=limit, judge=judge, pool=pool, actors=actors,
-                   ray_address=ray_address, batch_size=batch_size, gpus_per_actor=gpus_per_actor)
+                   ray_address=ray_address, batch_size=batch_size, gpus_per_actor=gpus_per_actor,
+                   backend=backend_name, server_url=server_url,
+                   api_key_file=api_key_file)  # the key's file is recorded, never the key
 
     def work() -> None:
         from mellea_local.bench.suite import SuiteConfig, run_suite
         from mellea_local.cli.bench_cmd import command_line, parse_lengths, print_summary
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        serving = BackendChoice.from_options(backend_name, server_url, api_key_file)
         chosen = pool_choice(pool, engine)
         ray = ray_options(chosen, actors, ray_address, batch_size, gpus_per_actor, threads)
         if ray is not None:
@@ -456,7 +464,8 @@ def bench(
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
             skip=tuple(skip or ()), only=tuple(only or ()), limit=limit, judge=judge,
             command=command_line(options), engine=chosen, ray=ray,
-            splits=tuple(split or ()),
+            splits=tuple(split or ()), backend=serving.backend,
+            server_urls=serving.server_urls, api_key=serving.api_key(),
         )
         run = run_suite(cfg, console=Console(stderr=True, soft_wrap=True))
         print_summary(run, Console(soft_wrap=True))

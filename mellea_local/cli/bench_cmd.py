@@ -11,7 +11,7 @@ from mellea_local.bench.report import informational
 from mellea_local.bench.suite import SuiteRun
 from mellea_local.errors import InvalidInputError
 
-DEFAULTS: dict[str, Any] = {"seed": 9000, "engine": "local", "judge": True}
+DEFAULTS: dict[str, Any] = {"seed": 9000, "engine": "local", "judge": True, "backend": "hf"}
 """Options whose default values are left out of the recorded command line."""
 
 

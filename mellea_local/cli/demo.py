@@ -4,13 +4,16 @@ Five short acts, each a real code path a user gets: an answer with its thinking,
 requirement checks on it (aLoRA, base KV cache reused: see the prefilled/reused columns), the
 same checks as one batch, a ReACT agent run with the built-in tools, and instruct with
 rejection sampling. Everything runs on ``LocalHFBackend.embedded()`` (a few-M-parameter model
-trained by ``scripts/train_embedded.py``), so it takes seconds on a laptop CPU.
+trained by ``scripts/train_embedded.py``), so it takes seconds on a laptop CPU; ``--backend
+llama-server`` runs the same acts on a llama-server (started on the model's GGUF export, or
+the ``--server-url`` ones).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -165,7 +168,8 @@ async def _instruct(console: Console, backend: LocalHFBackend, *, judge: bool = 
     console.print(f"  {outcome}: {escape(repr(result.result.value))}", highlight=False)
 
 
-async def _demo(console: Console, model: str = "embedded") -> None:
+async def _demo(console: Console, model: str = "embedded", serving: Any = None,
+                threads: int | None = None) -> None:
     t0 = time.perf_counter()
     judge = False
     with console.status(f"Loading {model} and its adapters..."):
@@ -173,24 +177,24 @@ async def _demo(console: Console, model: str = "embedded") -> None:
         import transformers  # noqa: F401
 
         t1 = time.perf_counter()
-        if model == "embedded":
+        if model == "embedded" and (serving is None or serving.backend == "hf"):
             backend = LocalHFBackend.embedded()
         else:
             from mellea_local.launch import add_check_adapter, load_backend
 
             # Every generation bounded, the judge's too (the sampling strategy asks it with no
             # options of its own): a real model's default would be 200 tokens and a warning.
-            backend = load_backend(model, model_options={ModelOption.MAX_NEW_TOKENS: 64})
+            options = {ModelOption.MAX_NEW_TOKENS: 64}
+            backend = (load_backend(model, model_options=options) if serving is None
+                       else serving.load(model, model_options=options, threads=threads))
             try:
                 add_check_adapter(backend, model)
             except AdapterNotFoundError as exc:
                 judge = True
                 missing = str(exc)
-    params = backend.base_parameter_count
     console.print(
         f"[bold]mellea_local {__version__}[/]: {backend.model_id.rsplit('/', 1)[-1]} "
-        f"({params / 1e6:.1f} M parameters, {backend.device}, {torch_threads()} torch "
-        "thread(s)) with adapters "
+        f"({where_it_runs(backend)}) with adapters "
         f"{', '.join(sorted(backend.adapters)) or 'none'}, loaded in "
         f"{time.perf_counter() - t1:.2f} s [dim](libraries imported in {t1 - t0:.1f} s)[/]")
     if judge:
@@ -206,13 +210,26 @@ async def _demo(console: Console, model: str = "embedded") -> None:
     console.rule(f"[bold]done in {time.perf_counter() - t0:.1f} s, offline")
 
 
+def where_it_runs(backend: Any) -> str:
+    """Its size and where it runs. An engine whose model is not in this process (llama-server)
+    has no parameter count or torch device here: it says n/a and names the engine instead."""
+    params = getattr(backend, "base_parameter_count", None)
+    size = f"{params / 1e6:.1f} M parameters" if params is not None else "parameters n/a"
+    device = getattr(backend, "device", None)
+    if device is None:
+        return f"{size}, {backend.provider} server(s) {', '.join(backend.urls)}"
+    return f"{size}, {device}, {torch_threads()} torch thread(s)"
+
+
 def torch_threads() -> int:
     import torch
 
     return torch.get_num_threads()
 
 
-def run_demo(model: str = "embedded") -> None:
+def run_demo(model: str = "embedded", serving: Any = None, threads: int | None = None) -> None:
     """The demo on the embedded model, or on ``model`` (a registered name, folder or GGUF): a
-    model without a requirement-check adapter gets its checks from a labelled yes/no judge."""
-    asyncio.run(_demo(Console(highlight=False), model))
+    model without a requirement-check adapter gets its checks from a labelled yes/no judge.
+    ``serving`` (``cli.options.BackendChoice``) picks the engine (None: hf); ``threads`` go to a
+    server it starts."""
+    asyncio.run(_demo(Console(highlight=False), model, serving, threads))

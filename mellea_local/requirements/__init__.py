@@ -1,34 +1,11 @@
-"""Requirements and their validation (instruct / validate / repair's middle step)."""
+"""Requirements and their validation (instruct / validate / repair's middle step).
 
-from mellea_local.requirements.requirement import (
-    ALoraRequirement,
-    LLMaJRequirement,
-    PartialValidationResult,
-    Requirement,
-    ValidationResult,
-    check,
-    default_output_to_bool,
-    req,
-    reqify,
-    requirement_check_score,
-    requirement_check_to_bool,
-    simple_validate,
-)
+The surface is ``requirement.py``'s ``__all__`` (its one owner) plus the validation entry points.
+"""
+
+from mellea_local.requirements import requirement as _requirement
+from mellea_local.requirements.requirement import *  # noqa: F403 - its __all__, re-exported
 from mellea_local.requirements.validate import avalidate, validate
 
-__all__ = [
-    "ALoraRequirement",
-    "LLMaJRequirement",
-    "PartialValidationResult",
-    "Requirement",
-    "ValidationResult",
-    "avalidate",
-    "check",
-    "default_output_to_bool",
-    "req",
-    "reqify",
-    "requirement_check_score",
-    "requirement_check_to_bool",
-    "simple_validate",
-    "validate",
-]
+__all__ = ["avalidate", "validate"]
+__all__ += _requirement.__all__

@@ -18,9 +18,9 @@ from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
-from mellea_local.core.sync import run_sync
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import description_of, requirement_list
+from mellea_local.intrinsics.call import sync_twin
 from mellea_local.requirements.checking import check_requirements
 from mellea_local.requirements.requirement import Requirement, ValidationResult, reqify
 
@@ -73,18 +73,5 @@ def mark_truncated(results: list[ValidationResult], judged: Any) -> list[Validat
     ]
 
 
-def validate(
-    reqs: Reqs,
-    context: Context,
-    backend: Backend,
-    *,
-    output: Any = None,
-    format: type[Any] | None = None,
-    model_options: dict[str, Any] | None = None,
-) -> list[ValidationResult]:
-    """Synchronous ``avalidate`` for code that has no event loop running."""
-    return run_sync(
-        avalidate(reqs, context, backend, output=output, format=format,
-                  model_options=model_options),
-        in_loop="validate() cannot run inside a running event loop; use `await avalidate(...)`.",
-    )
+validate = sync_twin(avalidate)
+"""Synchronous ``avalidate`` for code that has no event loop running (same signature)."""

@@ -12,8 +12,8 @@ from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
-from mellea_local.core.sync import run_sync
 from mellea_local.errors import InputTypeError
+from mellea_local.intrinsics.call import sync_twin
 from mellea_local.requirements import Requirement
 from mellea_local.sampling.instruction import Instruction
 from mellea_local.sampling.result import SamplingResult
@@ -60,19 +60,5 @@ async def ainstruct(
     )
 
 
-def instruct(
-    description: str,
-    context: Context,
-    backend: Backend,
-    *,
-    requirements: Sequence[Requirement | str] | None = None,
-    strategy: BaseSamplingStrategy | None = DEFAULT_STRATEGY,
-    format: type[Any] | None = None,
-    model_options: dict[str, Any] | None = None,
-) -> SamplingResult:
-    """Synchronous ``ainstruct`` for code that has no event loop running."""
-    return run_sync(
-        ainstruct(description, context, backend, requirements=requirements,
-                  strategy=strategy, format=format, model_options=model_options),
-        in_loop="instruct() cannot run inside a running event loop; use `await ainstruct(...)`.",
-    )
+instruct = sync_twin(ainstruct)
+"""Synchronous ``ainstruct`` for code that has no event loop running (same signature)."""

@@ -74,6 +74,7 @@ from mellea_local.training.output import (
 )
 from mellea_local.training.peer_io import peer_io_yaml
 from mellea_local.training.rows import Row, adapter_record, answer_ids, build_rows
+from mellea_local.training.schedule import lr_at
 
 KINDS = ("alora", "lora")
 REPORT = "training.json"
@@ -369,14 +370,6 @@ def scores_by_origin(rows: list[Row], verdicts: list[bool], positive: str
         by_family[family] = {**scores.as_dict(), "describe": scores.describe()}
     out["replay_by_family"] = by_family or None
     return out
-
-
-def lr_at(step: int, total: int, peak: float) -> float:
-    """Linear warm-up over the first 5 % of steps, then linear decay to 10 % of the peak."""
-    warm = max(1, total // 20)
-    if step < warm:
-        return peak * (step + 1) / warm
-    return peak * (1.0 - 0.9 * (step - warm) / max(1, total - warm))
 
 
 PEER_DEFAULT_INTRINSIC = "custom-check"

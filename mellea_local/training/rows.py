@@ -25,15 +25,13 @@ from mellea_local.adapters import (
     Adapter,
     AdapterKind,
     IOConfig,
-    fast_path_spec,
     strategy_for,
 )
 from mellea_local.core.backend import REQUIREMENT_CHECK
-from mellea_local.core.context import ChatContext
 from mellea_local.errors import TrainingDataError, TrainingError
 from mellea_local.intrinsics.intrinsic import Intrinsic
 from mellea_local.intrinsics.prompt import build_prompts, encode
-from mellea_local.messages import Message
+from mellea_local.messages import chat_context
 from mellea_local.training.data import Example
 
 
@@ -71,13 +69,10 @@ def adapter_record(tokenizer: Any, kind: str, io_path: Path = REQUIREMENT_CHECK_
     adapter_kind = AdapterKind(kind)
     # The kind decides: an aLoRA is told its invocation, a LoRA (every token) gets None.
     told = strategy_for(adapter_kind).engine_invocation(encode(tokenizer, invocation_text(io)))
-    invocation = tuple(told) if told is not None else None
-    return Adapter(
-        name=f"{intrinsic}_{kind}", kind=adapter_kind,
-        path=io_path.parent, io_config=io, invocation_tokens=invocation, intrinsic=intrinsic,
-        fast_path=fast_path_spec(io.transformations, io.response_format_dict()),
-        invocation_text=tokenizer.decode(list(invocation), skip_special_tokens=False)
-        if invocation else None)
+    return Adapter.build(
+        name=f"{intrinsic}_{kind}", kind=adapter_kind, path=io_path.parent, io_config=io,
+        invocation_tokens=tuple(told) if told is not None else None, intrinsic=intrinsic,
+        tokenizer=tokenizer)
 
 
 def answer_ids(tokenizer: Any, adapter: Adapter) -> tuple[list[int], dict[str, list[int]]]:
@@ -98,13 +93,6 @@ def answer_ids(tokenizer: Any, adapter: Adapter) -> tuple[list[int], dict[str, l
     return forced, answers
 
 
-def context_of(messages: tuple[tuple[str, str], ...]) -> ChatContext:
-    ctx = ChatContext()
-    for role, content in messages:
-        ctx = ctx.add(Message(role, content))
-    return ctx
-
-
 def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
                max_length: int) -> list[Row]:
     """One row per example; every example that does not fit ``max_length`` is listed."""
@@ -112,7 +100,7 @@ def build_rows(tokenizer: Any, adapter: Adapter, examples: list[Example], *,
     intrinsic = Intrinsic.for_adapter(adapter)
     rows, long = [], []
     for ex in examples:
-        prompt = build_prompts(tokenizer, intrinsic, adapter, context_of(ex.messages),
+        prompt = build_prompts(tokenizer, intrinsic, adapter, chat_context(ex.messages),
                                [dict(ex.variables)])[0]
         ids = [*prompt.ids, *forced, *answers[ex.label]]
         if len(ids) > max_length:

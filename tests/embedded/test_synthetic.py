@@ -130,7 +130,7 @@ def test_adapter_rows_feed_the_adapter_what_inference_feeds_it(
     backend = LocalHFBackend.from_loaded(tiny_model, tiny_tokenizer, model_id="tiny")
     examples = S.check_examples(random.Random(2), 1)
     for alora in (True, False):
-        record = train_script.adapter_record(tiny_tokenizer, alora=alora)
+        record = train_script.adapter_record(tiny_tokenizer, "alora" if alora else "lora")
         rows = train_script.check_rows(backend, record, examples)
         for row, ex in zip(rows, examples, strict=True):
             invocation = tiny_tokenizer.encode("<requirements>", add_special_tokens=False)

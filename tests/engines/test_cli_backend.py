@@ -92,3 +92,59 @@ def test_engine_is_the_deprecated_spelling_of_pool(tmp_path):
                                  "--engine", "local", "--threads", "1"])
     assert result.exit_code == 0, result.output
     assert "--engine is deprecated, use --pool" in " ".join(result.output.split())
+
+
+def test_demo_runs_on_a_running_llama_server(engines_llama, engines_gguf, monkeypatch):
+    """Every act runs; what only a local model has (parameter count, torch device) says n/a
+    and the header names the server instead."""
+    monkeypatch.setenv("MELLEA_LOCAL_API_KEY", engines_llama._api_key)
+    result = runner.invoke(app, [
+        "demo", "--backend", "llama-server", "--model", str(engines_gguf),
+        "--server-url", engines_llama.urls[0], "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "parameters n/a, llama.cpp server(s) " + engines_llama.urls[0] in text
+    assert "1. An answer" in text and "5. Instruct" in text and "done in" in text
+    assert "JUDGE" not in text  # the export's requirement-check adapters were found
+
+
+def _bench_accuracy(tmp_path: Path, data: Path, name: str, *extra: str) -> dict:
+    out = tmp_path / name
+    result = runner.invoke(app, ["bench", "--only", "accuracy", "--dataset", str(data),
+                                 "--no-judge", "--threads", "1", "--out", str(out),
+                                 "--name", name, *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / f"{name}.json").read_text())["accuracy"]
+
+
+def test_bench_accuracy_on_a_running_llama_server_scores_as_the_default(
+        engines_llama, engines_gguf, tmp_path, monkeypatch):
+    data = _data(tmp_path)
+    ref = _bench_accuracy(tmp_path, data, "hf")
+    monkeypatch.setenv("MELLEA_LOCAL_API_KEY", engines_llama._api_key)
+    mine = _bench_accuracy(tmp_path, data, "llama", "--backend", "llama-server",
+                           "--model", str(engines_gguf), "--server-url", engines_llama.urls[0])
+    assert sorted(mine["adapters"]) == sorted(ref["adapters"])
+    [a], [b] = ref["splits"].values(), mine["splits"].values()
+    assert a["examples"] == b["examples"] == 6
+    for adapter in ref["adapters"]:
+        # Counts of verdicts per family: the same verdicts, check by check.
+        assert a["adapters"][adapter]["families"] == b["adapters"][adapter]["families"]
+
+
+def test_bench_sections_that_need_a_local_model_refuse_another_engine(tmp_path):
+    result = runner.invoke(app, ["bench", "--quick", "--backend", "llama-server",
+                                 "--skip", "react", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "--backend llama-server: the section(s) generation, requirement_check, batched, " \
+           "conversations time a model in this process" in text
+    assert "--only accuracy" in text
+    assert not (tmp_path / "o").exists()  # refused before anything ran or was written
+
+
+def test_demo_and_bench_refuse_a_server_url_without_the_engine(tmp_path):
+    for args in (["demo"], ["bench", "--only", "accuracy"]):
+        result = runner.invoke(app, [*args, "--server-url", "http://127.0.0.1:1"])
+        assert result.exit_code != 0
+        assert "--backend llama-server" in " ".join(result.output.split())

@@ -57,7 +57,7 @@ def test_check_scores_with_the_shipped_alora(tmp_path):
     # the scores are the shipped aLoRA's, as the Python API gives them (quality: bench)
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.intrinsics.requirement_check import requirement_checks
-    from mellea_local.training.rows import context_of
+    from mellea_local.messages import chat_context as context_of
 
     backend = LocalHFBackend("smollm2-135m", device="cpu")
     adapter = backend.add_adapter("requirement-check")

@@ -79,8 +79,8 @@ def test_it_learns_a_small_slice_by_heart(smollm, tmp_path):
     import json
 
     from mellea_local.intrinsics.requirement_check import requirement_checks
+    from mellea_local.messages import chat_context as context_of
     from mellea_local.training import TrainConfig, train_adapter
-    from mellea_local.training.rows import context_of
 
     rows = [
         ("Tell me about bees. Reply in ALL CAPS.", "BEES MAKE HONEY.", "Reply in ALL CAPS.", True),

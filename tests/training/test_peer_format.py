@@ -34,8 +34,8 @@ def test_item_label_rows_train_a_custom_intrinsic_that_scores_as_validation_said
     from mellea_local import intrinsic
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.embedded import trained_weights_dir
+    from mellea_local.messages import chat_context as context_of
     from mellea_local.training.data import load_training_data
-    from mellea_local.training.rows import context_of
 
     cfg = TrainConfig(data=str(peer_jsonl), model="embedded", out_root=str(tmp_path),
                       intrinsic="fruit-check", epochs=2, batch_size=4, lr=1e-3, rank=4,

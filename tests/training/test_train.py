@@ -56,8 +56,8 @@ def test_alora_trains_loss_falls_and_it_loads_and_scores_as_validation_said(
         check_jsonl, tmp_path):
     from mellea_local.backends.huggingface import LocalHFBackend
     from mellea_local.intrinsics.requirement_check import requirement_checks
+    from mellea_local.messages import chat_context as context_of
     from mellea_local.training.data import load_training_data
-    from mellea_local.training.rows import context_of
 
     cfg = config(check_jsonl, tmp_path, epochs=3)
     result = train_adapter(cfg)

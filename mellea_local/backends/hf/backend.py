@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_registry import (
     Adapter,
     LoadedAdapters,
 )
 from mellea_local.backends.constrained import (
     GrammarLogitsProcessor,
-    compact_json_grammar,
-    token_logprobs,
 )
 from mellea_local.backends.delegate import delegated
 from mellea_local.backends.finish import GenerationOutput
@@ -224,23 +221,20 @@ class LocalHFBackend(ServingBackend):
         logits = await asyncio.to_thread(self.engine.mixed_last_logits, calls, shared)
         return torch.log_softmax(logits, dim=-1)
 
-    async def generate_with_adapter(
-        self, adapter: Adapter, ids: Sequence[int], shared: int, *,
-        json_schema: Mapping[str, Any] | None, max_new_tokens: int, top_logprobs: int,
-        reuse: bool = True,
-    ) -> list[TokenLogprob]:
-        """Greedy, schema-constrained generation with ``adapter`` on, with top-k logprobs."""
+    async def _adapter_decode(
+        self, adapter: Adapter, ids: list[int], shared: int, *, grammar: str | None,
+        max_new_tokens: int, reuse: bool,
+    ) -> tuple[list[int], list[torch.Tensor]]:
+        """``ServingBackend.generate_with_adapter``'s decoding: PEFT's, the grammar as a
+        logits processor (``adapter_calls.adapter_generate``)."""
         check_prompt_fits(len(ids), self._positions, self.model_id, generating=True)
-        processors = []
-        if json_schema is not None:
-            processors.append(GrammarLogitsProcessor(
-                self.tokenizer, compact_json_grammar(json_schema),
-                self.model.get_output_embeddings().weight.shape[0], len(ids), fast_forward=True))
-        new_ids, scores = await asyncio.to_thread(
+        processors = [] if grammar is None else [GrammarLogitsProcessor(
+            self.tokenizer, grammar, self.model.get_output_embeddings().weight.shape[0],
+            len(ids), fast_forward=True)]
+        return await asyncio.to_thread(
             self.engine.adapter_generate, adapter, ids, shared, processors=processors,
             max_new_tokens=max_new_tokens, reuse=reuse,
         )
-        return token_logprobs(self.tokenizer, new_ids, scores, top_logprobs)
 
     @classmethod
     def embedded(

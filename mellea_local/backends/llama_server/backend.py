@@ -46,9 +46,7 @@ import torch
 import mellea_local.backends.llama_server.arguments as args
 import mellea_local.backends.llama_server.probabilities as probs
 from mellea_local.adapters import read_adapter_folder
-from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_registry import Adapter, LoadedAdapters
-from mellea_local.backends.constrained import compact_json_grammar, token_logprobs
 from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
 from mellea_local.backends.llama_server.adapter_requests import reusable_prefix as reusable
@@ -370,17 +368,15 @@ class LlamaServerBackend(ServingBackend):
             out.append(dense)
         return torch.stack(out) if out else torch.empty(0, self._n_vocab)
 
-    async def generate_with_adapter(
-        self, adapter: Adapter, ids: Sequence[int], shared: int, *,
-        json_schema: Mapping[str, Any] | None, max_new_tokens: int, top_logprobs: int,
-        reuse: bool = True,
-    ) -> list[TokenLogprob]:
-        """Greedy generation with the adapter on, held to ``json_schema`` by our grammar (the
-        same as ``LocalHFBackend``'s), with the top-k logprobs after the mask."""
-        grammar = compact_json_grammar(json_schema) if json_schema is not None else None
+    async def _adapter_decode(
+        self, adapter: Adapter, ids: list[int], shared: int, *, grammar: str | None,
+        max_new_tokens: int, reuse: bool,
+    ) -> tuple[list[int], list[torch.Tensor]]:
+        """``ServingBackend.generate_with_adapter``'s decoding: one request per token on the
+        adapter's lane (``decoder``), the grammar applied client-side."""
         scores: list[torch.Tensor] = []
         new_ids = await self._step_generate(
-            adapter, list(ids), shared, grammar=grammar, reuse=reuse, fast_forward=True,
+            adapter, ids, shared, grammar=grammar, reuse=reuse, fast_forward=True,
             gen_kwargs={"max_new_tokens": max_new_tokens}, scores_out=scores)
-        return token_logprobs(self._tokenizer, new_ids, scores, top_logprobs)
+        return new_ids, scores
 

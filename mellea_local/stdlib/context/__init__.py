@@ -1,37 +1,11 @@
-"""Mirrors the peer's ``mellea.stdlib.context``: contexts and compactors."""
+"""Mirrors the peer's ``mellea.stdlib.context``: contexts and compactors.
 
-from mellea_local.core import (
-    CBlock,
-    ChatContext,
-    Compactor,
-    Component,
-    Context,
-    ContextTurn,
-    InlineCompactor,
-    PinPredicate,
-    SimpleContext,
-    ThresholdCompactor,
-    WindowCompactor,
-    pin_nothing,
-    pin_system,
-    pin_system_and_initial_user,
-)
-from mellea_local.react import LLMSummarizeCompactor
+The compactors are the ``compactor`` mirror's names (one list, kept there).
+"""
 
-__all__ = [
-    "CBlock",
-    "ChatContext",
-    "Compactor",
-    "Component",
-    "Context",
-    "ContextTurn",
-    "InlineCompactor",
-    "LLMSummarizeCompactor",
-    "PinPredicate",
-    "SimpleContext",
-    "ThresholdCompactor",
-    "WindowCompactor",
-    "pin_nothing",
-    "pin_system",
-    "pin_system_and_initial_user",
-]
+from mellea_local.core import CBlock, ChatContext, Component, Context, ContextTurn, SimpleContext
+from mellea_local.stdlib.context import compactor as _compactor
+from mellea_local.stdlib.context.compactor import *  # noqa: F403 - that mirror's __all__
+
+__all__ = ["CBlock", "ChatContext", "Component", "Context", "ContextTurn", "SimpleContext"]
+__all__ += _compactor.__all__

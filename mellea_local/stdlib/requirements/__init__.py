@@ -1,29 +1,10 @@
-"""Mirrors the peer's ``mellea.stdlib.requirements``: requirements and their shorthands."""
+"""Mirrors the peer's ``mellea.stdlib.requirements``: requirements and their shorthands.
 
-from mellea_local.requirements import (
-    ALoraRequirement,
-    LLMaJRequirement,
-    PartialValidationResult,
-    Requirement,
-    ValidationResult,
-    check,
-    default_output_to_bool,
-    req,
-    reqify,
-    requirement_check_to_bool,
-    simple_validate,
-)
+The names are ``mellea_local.requirements``' own ``__all__`` (one owner for the list).
+"""
 
-__all__ = [
-    "ALoraRequirement",
-    "LLMaJRequirement",
-    "PartialValidationResult",
-    "Requirement",
-    "ValidationResult",
-    "check",
-    "default_output_to_bool",
-    "req",
-    "reqify",
-    "requirement_check_to_bool",
-    "simple_validate",
-]
+import mellea_local.requirements as _owner
+from mellea_local.requirements import *  # noqa: F403 - the owner's __all__, re-exported
+
+__all__: list[str] = []
+__all__ += _owner.__all__

@@ -1,23 +1,10 @@
-"""Mirrors the peer's ``mellea.stdlib.requirements.requirement`` (the requirement classes)."""
+"""Mirrors the peer's ``mellea.stdlib.requirements.requirement`` (the requirement classes).
 
-from mellea_local.requirements import (
-    ALoraRequirement,
-    LLMaJRequirement,
-    Requirement,
-    check,
-    req,
-    reqify,
-    requirement_check_to_bool,
-    simple_validate,
-)
+The names are ``mellea_local.requirements.requirement``'s own ``__all__`` (one owner).
+"""
 
-__all__ = [
-    "ALoraRequirement",
-    "LLMaJRequirement",
-    "Requirement",
-    "check",
-    "req",
-    "reqify",
-    "requirement_check_to_bool",
-    "simple_validate",
-]
+from mellea_local.requirements import requirement as _owner
+from mellea_local.requirements.requirement import *  # noqa: F403 - the owner's __all__
+
+__all__: list[str] = []
+__all__ += _owner.__all__

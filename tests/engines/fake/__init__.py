@@ -13,20 +13,15 @@ absent from the ids it is fed, and no adapter stays active after a call (``activ
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
 
 from mellea_local.adapters import ResolvedAdapter
 from mellea_local.adapters.loaded import Adapter
-from mellea_local.adapters.transformations import TokenLogprob
 from mellea_local.backends.adapter_registry import LoadedAdapters
-from mellea_local.backends.constrained import (
-    GrammarLogitsProcessor,
-    compact_json_grammar,
-    token_logprobs,
-)
+from mellea_local.backends.constrained import GrammarLogitsProcessor
 from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
 from mellea_local.rendering.prompt import check_prompt_fits
@@ -133,14 +128,11 @@ class FakeBackend(ServingBackend):
         out = [torch.log_softmax(self.engine.logits(adapter, row), dim=-1) for row in rows]
         return torch.stack(out) if out else torch.empty(0, len(self._tokenizer))
 
-    async def generate_with_adapter(
-        self, adapter: Adapter, ids: Sequence[int], shared: int, *,
-        json_schema: Mapping[str, Any] | None, max_new_tokens: int, top_logprobs: int,
-        reuse: bool = True,
-    ) -> list[TokenLogprob]:
+    async def _adapter_decode(
+        self, adapter: Adapter, ids: list[int], shared: int, *, grammar: str | None,
+        max_new_tokens: int, reuse: bool,
+    ) -> tuple[list[int], list[torch.Tensor]]:
         check_prompt_fits(len(ids), self._positions, self.model_id, generating=True)
-        processors = [] if json_schema is None else [GrammarLogitsProcessor(
-            self._tokenizer, compact_json_grammar(json_schema), len(self._tokenizer),
-            len(ids), fast_forward=True)]
-        new, scores = self._greedy(adapter, list(ids), max_new_tokens, processors)
-        return token_logprobs(self._tokenizer, new, scores, top_logprobs)
+        processors = [] if grammar is None else [GrammarLogitsProcessor(
+            self._tokenizer, grammar, len(self._tokenizer), len(ids), fast_forward=True)]
+        return self._greedy(adapter, ids, max_new_tokens, processors)
