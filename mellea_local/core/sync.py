@@ -14,15 +14,17 @@ are right, and a caller picks one by passing ``in_loop``:
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 from mellea_local.errors import SyncInEventLoopError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-__all__ = ["run_sync"]
+__all__ = ["run_sync", "sync_twin"]
 
 
 def run_sync(coro: Coroutine[Any, Any, T], *, in_loop: str | None = None,
@@ -55,3 +57,20 @@ def run_sync(coro: Coroutine[Any, Any, T], *, in_loop: str | None = None,
     if failure:
         raise failure[0]
     return result[0]
+
+
+def sync_twin(twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous form of the coroutine function ``twin`` (same signature, written once):
+    it runs ``twin`` over ``run_sync`` and, inside a running event loop, refuses, naming
+    ``twin`` to await. Lives here (not beside the intrinsics) so that ``validate`` and
+    ``instruct`` get it without importing torch."""
+    name = twin.__name__
+
+    @functools.wraps(twin)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(twin(*args, **kwargs), in_loop=(
+            f"This is the synchronous form; inside a running event loop, await {name} instead."))
+
+    run.__name__ = run.__qualname__ = name.removeprefix("a")
+    run.__doc__ = f"Synchronous ``{name}``."
+    return run

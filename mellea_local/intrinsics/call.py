@@ -8,15 +8,15 @@ shape, with numbers as numbers (requirement-check: ``{"requirement_check": {"sco
 
 from __future__ import annotations
 
-import functools
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from mellea_local.adapters import Adapter, AdapterRunner
 from mellea_local.adapters.runner import mixes_adapters
 from mellea_local.core import sync
 from mellea_local.core.context import Context
+from mellea_local.core.sync import sync_twin
 from mellea_local.errors import InputTypeError, NotAnAdapterRunnerError
 from mellea_local.inputs import check_context
 from mellea_local.intrinsics.intrinsic import Intrinsic
@@ -183,21 +183,6 @@ def run_sync(coro: Coroutine[Any, Any, T], twin: str) -> T:
     running event loop they refuse, naming the async twin to await."""
     return sync.run_sync(coro, in_loop=(
         f"This is the synchronous form; inside a running event loop, await {twin} instead."))
-
-
-def sync_twin(twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The synchronous form of the coroutine function ``twin`` (same signature, written once):
-    it runs ``twin`` over ``run_sync`` and, inside a running event loop, refuses, naming
-    ``twin`` to await."""
-    name = twin.__name__
-
-    @functools.wraps(twin)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run_sync(twin(*args, **kwargs), name)
-
-    run.__name__ = run.__qualname__ = name.removeprefix("a")
-    run.__doc__ = f"Synchronous ``{name}``."
-    return run
 
 
 intrinsic = sync_twin(aintrinsic)

@@ -18,9 +18,9 @@ from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
+from mellea_local.core.sync import sync_twin
 from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import description_of, requirement_list
-from mellea_local.intrinsics.call import sync_twin
 from mellea_local.requirements.checking import check_requirements
 from mellea_local.requirements.requirement import Requirement, ValidationResult, reqify
 

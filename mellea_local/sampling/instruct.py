@@ -12,8 +12,8 @@ from typing import Any
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
+from mellea_local.core.sync import sync_twin
 from mellea_local.errors import InputTypeError
-from mellea_local.intrinsics.call import sync_twin
 from mellea_local.requirements import Requirement
 from mellea_local.sampling.instruction import Instruction
 from mellea_local.sampling.result import SamplingResult
