@@ -3,6 +3,8 @@
     pip install --no-deps if-verifiable immutabledict langdetect six   # scripts only, not a
     python scripts/make_ifeval_checks.py --model smollm2-135m          # dependency of the wheel
 
+The defaults (``--asks 200 96 72``, seed 0, 96 new tokens) made the shipped files.
+
 Writes three splits under ``benchmarks/data/requirement-check/`` (``--out``):
 
 - ``SmolLM2-135M-Instruct.train.jsonl``: what ``mellea-local train`` fits;
@@ -829,7 +831,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="registered name or folder of the model that writes the answers")
     parser.add_argument("--name", default=BASE, help="file prefix (the base model's name)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--asks", type=int, nargs=3, default=[330, 150, 112],
+    parser.add_argument("--asks", type=int, nargs=3, default=[200, 96, 72],
                         metavar=("TRAIN", "HELD", "FAMILIES"), help="prompts the model answers")
     parser.add_argument("--cap", type=int, nargs=3, default=[56, 26, 48],
                         metavar=("TRAIN", "HELD", "FAMILIES"), help="lines per family")
