@@ -1,0 +1,143 @@
+"""The tool-call grammar: what a constrained agent step may write (llguidance Lark).
+
+Why: a small model that was never trained on tool calls writes malformed calls, names tools
+that were not offered and passes arguments of the wrong type; each such step is wasted. Under
+this grammar a step's output is, exactly::
+
+    [<think> free text without '<' </think>]  <tool_call> {"name": N, "arguments": A} </tool_call>
+
+where ``N`` is one of the offered tools (``final_answer`` included, when offered) and ``A``
+satisfies that tool's JSON schema. It is the format ``parsing.response`` reads back and
+``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced (a
+call can still be cut off at the token limit, which the parser reports).
+
+Whitespace between the JSON tokens is free but bounded, and the keys' order is the one the
+format shows (``name``, then ``arguments``): a model whose greedy output is already a valid
+call decodes the same tokens with and without the grammar (the mask only removes tokens the
+grammar forbids, never reorders the rest), which ``tests/react/test_tool_grammar*.py`` check.
+
+When it is on (``constrain_tool_calls``): ``ModelOption.CONSTRAIN_TOOL_CALLS`` decides when
+set; unset, it is on exactly when the chat template has no tool slot (the Hermes fallback
+format: the model was not trained on a tool format, so it needs the grammar), and off for a
+template with its own tool format (its model writes that format, which this grammar may not
+describe).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mellea_local.errors import ConstrainedDecodingError
+from mellea_local.options import ModelOption
+from mellea_local.rendering.memo import memoised
+from mellea_local.rendering.tool_prompt import template_renders_tools
+
+__all__ = ["MAX_THOUGHT_CHARS", "constrain_tool_calls", "tool_call_grammar"]
+
+MAX_THOUGHT_CHARS = 600
+"""A thinking block is at most this long under the grammar, so it cannot eat the budget."""
+
+_WS = r"/[ \t\n]{1,4}/"
+
+
+def constrain_tool_calls(options: Mapping[str, Any], tokenizer: Any) -> bool:
+    """Whether a tool-calling step is decoded under the grammar (see the module docstring)."""
+    value = options.get(ModelOption.CONSTRAIN_TOOL_CALLS)
+    if value is not None:
+        return bool(value)
+    return not template_renders_tools(tokenizer)
+
+
+def _lltok(tokenizer: Any) -> Any:
+    import llguidance.hf
+
+    return memoised(tokenizer, "llguidance", "tokenizer",
+                    lambda: llguidance.hf.from_tokenizer(tokenizer))
+
+
+def _tag(tokenizer: Any, text: str) -> str:
+    """A tag as a Lark terminal: its token when llguidance sees it as a special one (an added
+    token such as the embedded model's ``<tool_call>``), else its text."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) == 1 and _lltok(tokenizer).is_special_token(ids[0]):
+        return f"<[{ids[0]}]>"
+    return json.dumps(text)
+
+
+def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:
+    fn = spec.get("function", spec)
+    params = fn.get("parameters") if isinstance(fn, Mapping) else None
+    schema = copy.deepcopy(dict(params)) if isinstance(params, Mapping) else {}
+    schema.setdefault("type", "object")
+    # Free but bounded whitespace (greedy decoding collapses arrays without any: the peer's
+    # #1510), the same bound as JSON-schema generation (backends.constrained).
+    schema["x-guidance"] = {"whitespace_flexible": True,
+                            "whitespace_pattern": r"[\x20\x0A\x0D\x09]{0,20}"}
+    return schema
+
+
+def tool_call_grammar(
+    specs: Sequence[Mapping[str, Any]],
+    *,
+    tokenizer: Any = None,
+    thinking: str = "optional",
+) -> str:
+    """The llguidance grammar of one step: optional thinking, then one call to a tool in
+    ``specs`` (``{"type": "function", "function": {...}}`` dicts) with valid arguments.
+
+    ``thinking``: ``"optional"`` (a ``<think>`` block may come first), ``"none"`` (no
+    block), ``"open"`` (the prompt already opened ``<think>``: the step starts inside it).
+    ``tokenizer`` lets tags it has as special tokens (the embedded model's ``<tool_call>``)
+    be matched as those tokens. Raises
+    ``ConstrainedDecodingError`` naming the tool whose schema llguidance cannot compile.
+    """
+    if thinking not in ("optional", "none", "open"):
+        raise ConstrainedDecodingError(
+            f"thinking must be 'optional', 'none' or 'open', got {thinking!r}.")
+    if not specs:
+        raise ConstrainedDecodingError(
+            "A tool-call grammar needs at least one tool; offer tools or turn "
+            "ModelOption.CONSTRAIN_TOOL_CALLS off.")
+    names = [str(s.get("function", s)["name"]) for s in specs]
+    key = json.dumps([list(specs), thinking], sort_keys=True, default=str)
+    tags = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+    terminals = tuple(_tag(tokenizer, t) if tokenizer is not None else json.dumps(t)
+                      for t in tags)
+    return _grammar(key, tuple(names), terminals)
+
+
+@functools.lru_cache(maxsize=64)
+def _grammar(key: str, names: tuple[str, ...], terminals: tuple[str, ...]) -> str:
+    from llguidance import LLMatcher
+
+    specs, thinking = json.loads(key)
+    think_open, think_close, call_open, call_close = terminals
+    head = {"optional": "think? ", "none": "", "open": f"THOUGHT {think_close} WS? "}[thinking]
+    lines = [
+        f"start: {head}{call_open} WS? call WS? {call_close}",
+        f"think: {think_open} THOUGHT {think_close} WS?",
+        f"THOUGHT: /[^<]{{0,{MAX_THOUGHT_CHARS}}}/",
+        f"WS: {_WS}",
+        'call: "{" WS? "\\"name\\"" WS? ":" WS? ' + "(" + " | ".join(
+            f"call_{i}" for i in range(len(specs))) + ') WS? "}"',
+    ]
+    for i, (name, spec) in enumerate(zip(names, specs, strict=True)):
+        schema = _arguments_schema(spec)
+        try:
+            problem = LLMatcher.validate_grammar(
+                LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+        except ValueError as exc:
+            problem = str(exc)
+        if problem:
+            raise ConstrainedDecodingError(
+                f"The JSON schema of tool {name!r} cannot be compiled into a grammar "
+                f"({problem}); simplify its parameters, or turn constrained tool calls off "
+                "with ModelOption.CONSTRAIN_TOOL_CALLS=False.")
+        lines.append(f'call_{i}: {json.dumps(json.dumps(name))} WS? "," WS? '
+                     f'"\\"arguments\\"" WS? ":" WS? args_{i}')
+        lines.append(f"args_{i}: %json {json.dumps(schema)}")
+    return "\n".join(lines) + "\n"
