@@ -34,6 +34,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   └── BackendArgumentError [ValueError]
     ├── KVCacheError [ValueError], ConstrainedDecodingError
     ├── ReactLoopError [RuntimeError]      the agent spent its budget
+    │   └── ReactNoValidCallError          ... without one valid tool call from the model
     ├── EmbeddedModelError [ValueError]
     ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
     │   BatchRunError [RuntimeError], RayNotInstalledError [ImportError], BenchmarkError
@@ -401,3 +402,9 @@ class TrainingDataError(MelleaLocalError, ValueError):
 class TrainingError(MelleaLocalError, RuntimeError):
     """A training run cannot start or continue (an option that cannot be honoured, a
     checkpoint from a different run)."""
+
+
+class ReactNoValidCallError(ReactLoopError):
+    """The ReACT loop spent its budget and the model never wrote one valid tool call: more
+    budget would not help; constrain the calls (``ModelOption.CONSTRAIN_TOOL_CALLS``) or use a
+    model trained for tool calls. The message lists what each step did wrong."""

@@ -6,10 +6,22 @@ unknown tool, arguments that break the schema and an exception inside a tool all
 observation, and the model gets another turn. ``final_answer`` ends the loop only when it is the
 turn's only call; mixed with other calls, those run and ``final_answer`` is answered with a
 request to call it again, alone, now that their results are in.
+
+What real small models get wrong, and what each becomes:
+
+* an unknown tool, arguments that break the schema, a tool that raises: the observation says
+  what went wrong (the parser or ``_run_call`` wrote it);
+* the same call (name and arguments) made again: not run again; the observation gives the
+  earlier result and asks for ``final_answer`` or a different call;
+* a step with no tool call at all: the next user turn says so and asks for a call;
+* no ``final_answer`` within ``loop_budget``: ``ReactLoopError``, listing what each step did;
+  ``ReactNoValidCallError`` (a subclass) when no step had one valid call, whose advice is not
+  "more budget" but constrained decoding or a model trained for tool calls.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +34,7 @@ from mellea_local.errors import (
     InputTypeError,
     ReactArgumentError,
     ReactLoopError,
+    ReactNoValidCallError,
     ToolArgumentsError,
 )
 from mellea_local.messages import ToolMessage
@@ -29,6 +42,7 @@ from mellea_local.options import ModelOption, merge_options
 from mellea_local.react.components import (
     FORMAT_PROMPT,
     MELLEA_FINALIZER_TOOL,
+    NO_CALL_PROMPT,
     ReactInitiator,
     ReactThought,
 )
@@ -90,28 +104,94 @@ async def _run_call(
     return output, observation_text(output), True
 
 
+def _call_key(call: ModelToolCall) -> str | None:
+    """Name and arguments of a call, canonical; None when they are not plain JSON."""
+    if call.error is not None or not isinstance(call.args, Mapping):
+        return None
+    try:
+        return json.dumps([call.name, call.args], sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Steps:
+    """What each step did, for the budget error and for spotting repeated calls."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.valid_calls = 0
+        self.done: dict[str, tuple[int, str]] = {}  # call key -> (step, observation)
+
+    def record(self, step: int, observations: Sequence[ToolMessage],
+               states: Sequence[tuple[bool, bool]]) -> None:
+        """``states``: per call, (it ran fine, it was a valid call: an offered tool with
+        well-formed arguments, whatever the tool then did)."""
+        if not observations:
+            self.lines.append(f"step {step}: no tool call")
+            return
+        parts = []
+        for message, (ok, valid) in zip(observations, states, strict=True):
+            self.valid_calls += valid
+            parts.append(f"{message.name or '?'}: " + ("ok" if ok else message.content[:160]))
+        self.lines.append(f"step {step}: " + "; ".join(parts))
+
+    def error(self, budget: int) -> ReactLoopError:
+        listing = "\n".join(self.lines[-8:])
+        if self.valid_calls == 0:
+            return ReactNoValidCallError(
+                f"could not complete react loop in {budget} iterations: the model never wrote "
+                f"a valid tool call, so more budget would not help. Constrain its calls to the "
+                "tools (model_options={ModelOption.CONSTRAIN_TOOL_CALLS: True}; on by default "
+                "for a chat template without a tool slot), use a model trained for tool calls "
+                "(an agent build), or offer fewer, simpler tools. Steps:\n" + listing)
+        return ReactLoopError(
+            f"could not complete react loop in {budget} iterations: the model never called "
+            f"{MELLEA_FINALIZER_TOOL} alone. Raise loop_budget if the steps were making "
+            "progress, otherwise simplify the goal or check the tool results. Steps:\n"
+            + listing)
+
+
 async def _observe(
-    calls: Sequence[ModelToolCall], tool_map: Mapping[str, AbstractMelleaTool]
+    calls: Sequence[ModelToolCall], tool_map: Mapping[str, AbstractMelleaTool],
+    steps: _Steps | None = None, step: int = 0,
 ) -> tuple[list[ToolMessage], ToolMessage | None]:
     """The turn's observations, in call order, and the final answer if this turn gave one."""
     observations: list[ToolMessage] = []
+    states: list[tuple[bool, bool]] = []
     final: ToolMessage | None = None
     for call in calls:
-        if call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
+        key = _call_key(call) if call.name != MELLEA_FINALIZER_TOOL else None
+        earlier = steps.done.get(key) if steps is not None and key is not None else None
+        if earlier is not None:
+            output: Any = None
+            text = (
+                f"Error: you already called {call.name} with these arguments at step "
+                f"{earlier[0]}; it returned: {earlier[1]}\nDo not repeat a call: use that "
+                f"result, call a different tool, or call {MELLEA_FINALIZER_TOOL} with the "
+                "answer."
+            )
+            ok, valid = False, True
+        elif call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
             output: Any = None
             text = (
                 f"Error: {MELLEA_FINALIZER_TOOL} was called together with other tools, so it "
                 f"did not end the task. Read the other results, then call "
                 f"{MELLEA_FINALIZER_TOOL} again, alone."
             )
-            ok = False
+            ok, valid = False, True
         else:
             output, text, ok = await _run_call(call, tool_map)
+            valid = ok or isinstance(output, Exception)  # the tool itself raised
+            if ok and key is not None and steps is not None:
+                steps.done[key] = (step, text)
         args = dict(call.args) if isinstance(call.args, Mapping) else {}
         message = ToolMessage("tool", text, output, call.name, args, call)
         observations.append(message)
+        states.append((ok, valid))
         if ok and call.name == MELLEA_FINALIZER_TOOL:
             final = message
+    if steps is not None:
+        steps.record(step, observations, states)
     return observations, final
 
 
@@ -189,6 +269,7 @@ async def react(
         )
 
     action: ReactInitiator | ReactThought = initiator
+    steps = _Steps()
     turn = 0
     while loop_budget == -1 or turn < loop_budget:
         turn += 1
@@ -198,7 +279,8 @@ async def react(
         await mot.avalue()
         step: ComputedModelOutputThunk[str] = ComputedModelOutputThunk(mot)
         context = _require_chat(new_ctx, backend)
-        observations, final = await _observe(list(step.tool_calls or []), tool_map)
+        calls = list(step.tool_calls or [])
+        observations, final = await _observe(calls, tool_map, steps, turn)
         for message in observations:
             context = context.add(message)
         if final is not None:
@@ -208,12 +290,8 @@ async def react(
             return await _formatted_answer(context, backend, format, opts)
         if compactor is not None:
             context = _compact(compactor, context, initiator)
-        action = ReactThought()
-    raise ReactLoopError(
-        f"could not complete react loop in {loop_budget} iterations: the model never called "
-        f"{MELLEA_FINALIZER_TOOL} alone. Raise loop_budget, simplify the goal or check the "
-        "tool results in the context."
-    )
+        action = ReactThought() if calls else ReactThought(NO_CALL_PROMPT)
+    raise steps.error(loop_budget)
 
 
 def _require_chat(ctx: Context, backend: Backend) -> ChatContext:
