@@ -103,7 +103,8 @@ def tool_call_grammar(
             "A tool-call grammar needs at least one tool; offer tools or turn "
             "ModelOption.CONSTRAIN_TOOL_CALLS off.")
     names = [str(s.get("function", s)["name"]) for s in specs]
-    key = json.dumps([list(specs), thinking], sort_keys=True, default=str)
+    # Key order kept (no sort_keys): the schema's property order is the order it demands.
+    key = json.dumps([list(specs), thinking], default=str)
     tags = ("<think>", "</think>", "<tool_call>", "</tool_call>")
     terminals = tuple(_tag(tokenizer, t) if tokenizer is not None else json.dumps(t)
                       for t in tags)
