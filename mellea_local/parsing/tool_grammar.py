@@ -68,10 +68,35 @@ def _tag(tokenizer: Any, text: str) -> str:
     return json.dumps(text)
 
 
+def _closed(node: Any) -> Any:
+    """The schema with ``additionalProperties: false`` on every object that does not say.
+
+    JSON Schema allows unnamed keys by default, and a small model under a grammar that allows
+    them fills them with the schema's own words (``"type"``, ``"description"``); the tools
+    refuse unnamed arguments (``parsing.tool_schema``), so the grammar does too.
+    """
+    if isinstance(node, list):
+        return [_closed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: (_closed(value) if key in _SUBSCHEMAS else
+                 {k: _closed(v) for k, v in value.items()}
+                 if key in _SCHEMA_MAPS and isinstance(value, dict) else value)
+           for key, value in node.items()}
+    if (out.get("type") == "object" or "properties" in out) and (
+            "additionalProperties" not in out):
+        out["additionalProperties"] = False
+    return out
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMAS = ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not", "additionalProperties")
+
+
 def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:
     fn = spec.get("function", spec)
     params = fn.get("parameters") if isinstance(fn, Mapping) else None
-    schema = copy.deepcopy(dict(params)) if isinstance(params, Mapping) else {}
+    schema = _closed(copy.deepcopy(dict(params)) if isinstance(params, Mapping) else {})
     schema.setdefault("type", "object")
     # Free but bounded whitespace (greedy decoding collapses arrays without any: the peer's
     # #1510), the same bound as JSON-schema generation (backends.constrained).

@@ -11,8 +11,8 @@ What real small models get wrong, and what each becomes:
 
 * an unknown tool, arguments that break the schema, a tool that raises: the observation says
   what went wrong (the parser or ``_run_call`` wrote it);
-* the same call (name and arguments) made again: not run again; the observation gives the
-  earlier result and asks for ``final_answer`` or a different call;
+* the same valid call (name and arguments) made again: not run again; the observation gives
+  the earlier result (or error) and asks for ``final_answer`` or a different call;
 * a step with no tool call at all: the next user turn says so and asks for a call;
 * no ``final_answer`` within ``loop_budget``: ``ReactLoopError``, listing what each step did;
   ``ReactNoValidCallError`` (a subclass) when no step had one valid call, whose advice is not
@@ -120,6 +120,7 @@ class _Steps:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.valid_calls = 0
+        self.constrained = False  # some step was decoded under the tool-call grammar
         self.done: dict[str, tuple[int, str]] = {}  # call key -> (step, observation)
 
     def record(self, step: int, observations: Sequence[ToolMessage],
@@ -137,6 +138,14 @@ class _Steps:
 
     def error(self, budget: int) -> ReactLoopError:
         listing = "\n".join(self.lines[-8:])
+        if self.valid_calls == 0 and self.constrained:
+            return ReactNoValidCallError(
+                f"could not complete react loop in {budget} iterations: the model never wrote "
+                "a valid tool call, even with its calls constrained to the tools' schemas "
+                "(the steps below were cut off or misused the tools), so more budget would "
+                "not help. Use a model trained for tool calls (an agent build), raise "
+                "ModelOption.MAX_NEW_TOKENS if calls were cut off, or offer fewer, simpler "
+                "tools. Steps:\n" + listing)
         if self.valid_calls == 0:
             return ReactNoValidCallError(
                 f"could not complete react loop in {budget} iterations: the model never wrote "
@@ -167,8 +176,8 @@ async def _observe(
             text = (
                 f"Error: you already called {call.name} with these arguments at step "
                 f"{earlier[0]}; it returned: {earlier[1]}\nDo not repeat a call: use that "
-                f"result, call a different tool, or call {MELLEA_FINALIZER_TOOL} with the "
-                "answer."
+                f"result, change the arguments, call a different tool, or call "
+                f"{MELLEA_FINALIZER_TOOL} with the answer."
             )
             ok, valid = False, True
         elif call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
@@ -182,7 +191,7 @@ async def _observe(
         else:
             output, text, ok = await _run_call(call, tool_map)
             valid = ok or isinstance(output, Exception)  # the tool itself raised
-            if ok and key is not None and steps is not None:
+            if valid and key is not None and steps is not None:
                 steps.done[key] = (step, text)
         args = dict(call.args) if isinstance(call.args, Mapping) else {}
         message = ToolMessage("tool", text, output, call.name, args, call)
@@ -278,6 +287,7 @@ async def react(
         )
         await mot.avalue()
         step: ComputedModelOutputThunk[str] = ComputedModelOutputThunk(mot)
+        steps.constrained |= bool(mot.meta.get("tool_grammar"))
         context = _require_chat(new_ctx, backend)
         calls = list(step.tool_calls or [])
         observations, final = await _observe(calls, tool_map, steps, turn)
