@@ -33,7 +33,6 @@ from typing import Any
 
 from mellea_local.errors import ConstrainedDecodingError
 from mellea_local.options import ModelOption
-from mellea_local.rendering.memo import memoised
 from mellea_local.rendering.tool_prompt import template_renders_tools
 
 __all__ = ["MAX_THOUGHT_CHARS", "constrain_tool_calls", "tool_call_grammar"]
@@ -52,18 +51,13 @@ def constrain_tool_calls(options: Mapping[str, Any], tokenizer: Any) -> bool:
     return not template_renders_tools(tokenizer)
 
 
-def _lltok(tokenizer: Any) -> Any:
-    import llguidance.hf
-
-    return memoised(tokenizer, "llguidance", "tokenizer",
-                    lambda: llguidance.hf.from_tokenizer(tokenizer))
-
-
 def _tag(tokenizer: Any, text: str) -> str:
-    """A tag as a Lark terminal: its token when llguidance sees it as a special one (an added
-    token such as the embedded model's ``<tool_call>``), else its text."""
+    """A tag as a Lark terminal: its token when the tokenizer has it as an added token (the
+    embedded model's ``<tool_call>``; llguidance treats added tokens as special, never as
+    text), else its text."""
     ids = tokenizer.encode(text, add_special_tokens=False)
-    if len(ids) == 1 and _lltok(tokenizer).is_special_token(ids[0]):
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    if len(ids) == 1 and ids[0] in added:
         return f"<[{ids[0]}]>"
     return json.dumps(text)
 

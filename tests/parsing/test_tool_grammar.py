@@ -6,6 +6,7 @@ long as the unconstrained output stays inside the grammar."""
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Literal
 
 import pydantic
@@ -15,7 +16,7 @@ from llguidance import LLMatcher
 
 from mellea_local.errors import ConstrainedDecodingError
 from mellea_local.options import ModelOption
-from mellea_local.parsing.tool_grammar import _lltok, constrain_tool_calls, tool_call_grammar
+from mellea_local.parsing.tool_grammar import constrain_tool_calls, tool_call_grammar
 from mellea_local.react.components import finalizer_tool
 from mellea_local.tools import MelleaTool, calculator
 
@@ -42,6 +43,13 @@ def book_room(guest: str, nights: int, date: str, kind: Literal["single", "doubl
 
 SPECS = [calculator.as_json_tool, MelleaTool.from_callable(book_room).as_json_tool,
          finalizer_tool().as_json_tool]
+
+
+@functools.cache
+def _lltok(tok):
+    import llguidance.hf
+
+    return llguidance.hf.from_tokenizer(tok)
 
 
 def accepts(tok, grammar: str, text: str) -> bool:
