@@ -11,10 +11,12 @@ satisfies that tool's JSON schema. It is the format ``parsing.response`` reads b
 ``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced (a
 call can still be cut off at the token limit, which the parser reports).
 
-Whitespace between the JSON tokens is free but bounded, and the keys' order is the one the
-format shows (``name``, then ``arguments``): a model whose greedy output is already a valid
-call decodes the same tokens with and without the grammar (the mask only removes tokens the
-grammar forbids, never reorders the rest), which ``tests/react/test_tool_grammar*.py`` check.
+The arguments are written with ``json.dumps``'s separators (``": "``, ``", "``), the
+envelope's whitespace is free but bounded, and the keys' order is the one the format shows
+(``name``, then ``arguments``): a model whose greedy output is already a valid call decodes
+the same tokens with and without the grammar (the mask only removes tokens the grammar
+forbids, never reorders the rest), which ``tests/parsing/test_tool_grammar.py`` and
+``tests/react/test_react_real.py`` check.
 
 When it is on (``constrain_tool_calls``): ``ModelOption.CONSTRAIN_TOOL_CALLS`` decides when
 set; unset, it is on exactly when the chat template has no tool slot (the Hermes fallback
@@ -92,10 +94,11 @@ def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:
     params = fn.get("parameters") if isinstance(fn, Mapping) else None
     schema = _closed(copy.deepcopy(dict(params)) if isinstance(params, Mapping) else {})
     schema.setdefault("type", "object")
-    # Free but bounded whitespace (greedy decoding collapses arrays without any: the peer's
-    # #1510), the same bound as JSON-schema generation (backends.constrained).
-    schema["x-guidance"] = {"whitespace_flexible": True,
-                            "whitespace_pattern": r"[\x20\x0A\x0D\x09]{0,20}"}
+    # The separators ``json.dumps`` writes (": ", ", "), the ones the format's example, the
+    # agent traces and small models' own calls use; free whitespace let a small model
+    # indent and wander until the token limit cut the call off.
+    schema["x-guidance"] = {"whitespace_flexible": False, "key_separator": ": ",
+                            "item_separator": ", "}
     return schema
 
 

@@ -133,7 +133,8 @@ class _Steps:
         parts = []
         for message, (ok, valid) in zip(observations, states, strict=True):
             self.valid_calls += valid
-            parts.append(f"{message.name or '?'}: " + ("ok" if ok else message.content[:160]))
+            said = message.content.splitlines()[0][:160] if message.content else ""
+            parts.append(f"{message.name or '?'}: " + ("ok" if ok else said))
         self.lines.append(f"step {step}: " + "; ".join(parts))
 
     def error(self, budget: int) -> ReactLoopError:
