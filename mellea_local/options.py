@@ -41,6 +41,9 @@ class ModelOption:
     CONSTRAIN_TOOL_CALLS = "@@@constrain_tool_calls@@@"
     """With tool calling on: decode the reply under the tool-call grammar (True), not (False);
     unset: on exactly when the chat template has no tool slot (``parsing.tool_grammar``)."""
+    TOOL_CHOICE = "@@@tool_choice@@@"
+    """With tool calling on and calls constrained: the name of the one tool the step may call
+    (OpenAI's ``tool_choice``); unset: any offered tool."""
     REPLAY_THINKING = "@@@replay_thinking@@@"
     """Earlier assistant turns keep their thinking in the prompt (True, the default: the
     prompt extends the previous one, so the KV cache serves it) or lose it (False)."""

@@ -141,8 +141,11 @@ class ServingBackend(Backend):
             # One call to an offered tool with valid arguments (parsing.tool_grammar).
             mode = ("open" if thinking_started else
                     "none" if opts.get(ModelOption.THINKING) is False else "optional")
-            grammar = tool_call_grammar([spec for _, spec in tools.values()],
-                                        tokenizer=self.tokenizer, thinking=mode)
+            choice = opts.get(ModelOption.TOOL_CHOICE)
+            grammar = tool_call_grammar(
+                [spec for name, (_, spec) in tools.items() if choice in (None, name)]
+                or [spec for _, spec in tools.values()],
+                tokenizer=self.tokenizer, thinking=mode)
         request = ServingRequest(
             prompt_ids=ids,
             gen_kwargs=gen_kwargs,

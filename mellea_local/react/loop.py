@@ -12,7 +12,8 @@ What real small models get wrong, and what each becomes:
 * an unknown tool, arguments that break the schema, a tool that raises: the observation says
   what went wrong (the parser or ``_run_call`` wrote it);
 * the same valid call (name and arguments) made again: not run again; the observation gives
-  the earlier result (or error) and asks for ``final_answer`` or a different call;
+  the earlier result (or error), the next user turn asks for the answer, and that step may
+  only call ``final_answer`` (``ModelOption.TOOL_CHOICE``, honoured under constraints);
 * a step with no tool call at all: the next user turn says so and asks for a call;
 * no ``final_answer`` within ``loop_budget``: ``ReactLoopError``, listing what each step did;
   ``ReactNoValidCallError`` (a subclass) when no step had one valid call, whose advice is not
@@ -43,6 +44,7 @@ from mellea_local.react.components import (
     FORMAT_PROMPT,
     MELLEA_FINALIZER_TOOL,
     NO_CALL_PROMPT,
+    REPEAT_PROMPT,
     ReactInitiator,
     ReactThought,
 )
@@ -121,6 +123,7 @@ class _Steps:
         self.lines: list[str] = []
         self.valid_calls = 0
         self.constrained = False  # some step was decoded under the tool-call grammar
+        self.repeated = False  # the last step repeated an earlier call
         self.done: dict[str, tuple[int, str]] = {}  # call key -> (step, observation)
 
     def record(self, step: int, observations: Sequence[ToolMessage],
@@ -169,6 +172,8 @@ async def _observe(
     observations: list[ToolMessage] = []
     states: list[tuple[bool, bool]] = []
     final: ToolMessage | None = None
+    if steps is not None:
+        steps.repeated = False
     for call in calls:
         key = _call_key(call) if call.name != MELLEA_FINALIZER_TOOL else None
         earlier = steps.done.get(key) if steps is not None and key is not None else None
@@ -181,6 +186,8 @@ async def _observe(
                 f"{MELLEA_FINALIZER_TOOL} with the answer."
             )
             ok, valid = False, True
+            if steps is not None:
+                steps.repeated = True
         elif call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
             output: Any = None
             text = (
@@ -279,12 +286,13 @@ async def react(
         )
 
     action: ReactInitiator | ReactThought = initiator
+    step_opts = opts
     steps = _Steps()
     turn = 0
     while loop_budget == -1 or turn < loop_budget:
         turn += 1
         mot, new_ctx = await backend.generate_from_context(
-            action, context, model_options=opts, tool_calls=True
+            action, context, model_options=step_opts, tool_calls=True
         )
         await mot.avalue()
         step: ComputedModelOutputThunk[str] = ComputedModelOutputThunk(mot)
@@ -301,7 +309,15 @@ async def react(
             return await _formatted_answer(context, backend, format, opts)
         if compactor is not None:
             context = _compact(compactor, context, initiator)
-        action = ReactThought() if calls else ReactThought(NO_CALL_PROMPT)
+        step_opts = opts
+        if steps.repeated:
+            # Looping on a call whose result it has: under constraints the next step may only
+            # answer (ModelOption.TOOL_CHOICE); without them, the prompt asks for it.
+            action = ReactThought(REPEAT_PROMPT)
+            step_opts = {**opts, ModelOption.TOOL_CHOICE: MELLEA_FINALIZER_TOOL}
+        else:
+            action = ReactThought() if calls else ReactThought(NO_CALL_PROMPT)
+            step_opts = opts
     raise steps.error(loop_budget)
 
 

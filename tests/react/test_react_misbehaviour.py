@@ -11,7 +11,8 @@ from mellea_local.core.context import ChatContext
 from mellea_local.errors import ReactLoopError, ReactNoValidCallError
 from mellea_local.messages import ToolMessage
 from mellea_local.react import react
-from mellea_local.react.components import NO_CALL_PROMPT
+from mellea_local.options import ModelOption
+from mellea_local.react.components import NO_CALL_PROMPT, REPEAT_PROMPT
 from mellea_local.tools import MelleaTool, calculator
 
 
@@ -40,6 +41,11 @@ async def test_a_repeated_call_is_not_run_again_and_the_model_reads_the_earlier_
     assert obs[0] == "3 EUR"
     assert "already called lookup_price with these arguments at step 1" in obs[1]
     assert "3 EUR" in obs[1] and "final_answer" in obs[1]
+    # The step after a repeat asks for the answer and may only call final_answer.
+    third = backend.generate_calls[2]
+    assert third.action.prompt == REPEAT_PROMPT
+    assert third.model_options[ModelOption.TOOL_CHOICE] == "final_answer"
+    assert ModelOption.TOOL_CHOICE not in (backend.generate_calls[1].model_options or {})
 
 
 async def test_a_step_without_a_call_gets_a_nudge_naming_the_missing_call():
