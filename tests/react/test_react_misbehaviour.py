@@ -10,8 +10,8 @@ from scripted import call, final, scripted, turn
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import ReactLoopError, ReactNoValidCallError
 from mellea_local.messages import ToolMessage
-from mellea_local.react import react
 from mellea_local.options import ModelOption
+from mellea_local.react import react
 from mellea_local.react.components import NO_CALL_PROMPT, REPEAT_PROMPT
 from mellea_local.tools import MelleaTool, calculator
 
