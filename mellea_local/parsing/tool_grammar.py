@@ -43,6 +43,8 @@ MAX_THOUGHT_CHARS = 600
 """A thinking block is at most this long under the grammar, so it cannot eat the budget."""
 
 _WS = r"/[ \t\n]{1,4}/"
+FREE_TEXT_PATTERN = r"^[^<>{}]+$"
+"""What a required free-text string argument may hold under the grammar (see ``_closed``)."""
 
 
 def constrain_tool_calls(options: Mapping[str, Any], tokenizer: Any) -> bool:
@@ -65,7 +67,8 @@ def _tag(tokenizer: Any, text: str) -> str:
 
 
 def _closed(node: Any) -> Any:
-    """The schema with ``additionalProperties: false`` on every object that does not say.
+    """The schema with ``additionalProperties: false`` on every object that does not say, and
+    required free-text strings non-empty and free of tags and braces.
 
     JSON Schema allows unnamed keys by default, and a small model under a grammar that allows
     them fills them with the schema's own words (``"type"``, ``"description"``); the tools
@@ -82,6 +85,13 @@ def _closed(node: Any) -> Any:
     if (out.get("type") == "object" or "properties" in out) and (
             "additionalProperties" not in out):
         out["additionalProperties"] = False
+    # A required free-text string is non-empty and holds no tag or brace: SmolLM2 answered
+    # ``{"answer": "}}</tool_call>...`` and wrote on inside the string until cut off.
+    for name in out.get("required") or []:
+        prop = (out.get("properties") or {}).get(name)
+        if isinstance(prop, dict) and prop.get("type") == "string" and not (
+                {"minLength", "maxLength", "enum", "const", "pattern", "format"} & set(prop)):
+            out["properties"][name] = {**prop, "pattern": FREE_TEXT_PATTERN}
     return out
 
 
