@@ -131,8 +131,9 @@ def run_react(
     printer = StepPrinter(backend, console)
     options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking,
                ModelOption.CONSTRAIN_TOOL_CALLS: constrain}
-    console.print(tool_format_line(backend, constrain), style="dim", markup=False,
-                  highlight=False)
+    if getattr(backend, "tokenizer", None) is not None:  # a backend that renders itself
+        console.print(tool_format_line(backend, constrain), style="dim", markup=False,
+                      highlight=False)
     console.print(f"goal: {goal}", style="bold", markup=False, highlight=False)
     result, ctx = asyncio.run(react(goal, ChatContext(), printer, tools=tools,
                                     model_options=options, loop_budget=loop_budget))
