@@ -270,10 +270,9 @@ def make_trace(rng: random.Random, domains: list[Domain], index: int) -> dict[st
     n_tools = rng.randint(6, 8)
     picked = rng.sample(domains, k=min(len(domains), n_tools - 1))
     tools = [make_tool(rng, d) for d in picked]
+    # One tool per domain: two tools with one description would make the goal ambiguous.
+    # (Held-out tasks, from fewer domains, get distractors from training domains after.)
     specs = [spec for spec, _ in tools]
-    while len(specs) < n_tools - 1:  # fewer domains than slots: add a renamed copy
-        spec, _ = make_tool(rng, rng.choice(domains))
-        specs.append(spec)
     specs.append(FINAL_SPEC)
     rng.shuffle(specs)
     names = [s["function"]["name"] for s in specs]
