@@ -1,6 +1,7 @@
 """What the first-hour commands do on a model that lacks something they need: no
 requirement-check adapter (``check`` stops with one line naming ``mellea-local train``) or a
-chat template without tools (``react`` says it gives the model the Hermes tool format). Real tiny models and
+chat template without tools (``react`` says it gives the model the Hermes tool
+format). Real tiny models and
 tokenizers; the SmolLM2 runs are in tests/models/test_first_hour_real.py."""
 
 from __future__ import annotations
