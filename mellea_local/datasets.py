@@ -31,5 +31,5 @@ def held_out_path(intrinsic: str, base: str, split: str | None = None) -> Path:
 
 
 def training_path(intrinsic: str, base: str) -> Path:
-    """``<base>.train.jsonl``: the general training set (``train`` replays it beside a user's data)."""
+    """``<base>.train.jsonl``: the general training set (``train`` replays it with user data)."""
     return held_out_path(intrinsic, base, "train")

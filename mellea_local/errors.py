@@ -39,6 +39,7 @@ written against the peer library keeps working. The tree (builtin bases in brack
     │   └── ModelNotDownloadedError [LookupError], UnknownModelError [LookupError]
     ├── KVCacheError [ValueError], ConstrainedDecodingError
     ├── ReactLoopError [RuntimeError]      the agent spent its budget
+    │   └── ReactNoValidCallError          ... without one valid tool call from the model
     ├── EmbeddedModelError [ValueError]
     ├── CheckFileError, LineError, DatasetError, BatchOptionError [ValueError],
     │   BatchRunError [RuntimeError], BenchmarkError
@@ -496,3 +497,7 @@ class IntrinsicSchemaError(AdapterSchemaMismatchError, IntrinsicOutputError):
     def __str__(self) -> str:
         return (f"Adapter {self.name!r} output breaks its declared schema: observed "
                 f"{self.observed_list}; expected {self.expected_list}. {self.fix}").strip()
+class ReactNoValidCallError(ReactLoopError):
+    """The ReACT loop spent its budget and the model never wrote one valid tool call: more
+    budget would not help; constrain the calls (``ModelOption.CONSTRAIN_TOOL_CALLS``) or use a
+    model trained for tool calls. The message lists what each step did wrong."""

@@ -38,6 +38,15 @@ class ModelOption:
     THINKING = "@@@thinking@@@"
     TOOLS = "@@@tools@@@"
     STREAM = "@@@stream@@@"
+    CONSTRAIN_TOOL_CALLS = "@@@constrain_tool_calls@@@"
+    """With tool calling on: decode the reply under the tool-call grammar (True), not (False);
+    unset: on exactly when the chat template has no tool slot (``parsing.tool_grammar``)."""
+    TOOL_CHOICE = "@@@tool_choice@@@"
+    """With tool calling on and calls constrained: the name of the one tool the step may call
+    (OpenAI's ``tool_choice``); unset: any offered tool."""
+    REPLAY_THINKING = "@@@replay_thinking@@@"
+    """Earlier assistant turns keep their thinking in the prompt (True, the default: the
+    prompt extends the previous one, so the KV cache serves it) or lose it (False)."""
 
 
 # Plain spellings users write, mapped onto the sentinels.
@@ -117,6 +126,8 @@ _RULES: dict[str, _Rule] = {
     "do_sample": ("bool", lambda v: True, "True or False"),
     ModelOption.THINKING: ("bool", lambda v: True, "True or False"),
     ModelOption.STREAM: ("bool", lambda v: True, "True or False"),
+    ModelOption.CONSTRAIN_TOOL_CALLS: ("bool", lambda v: True, "True, False or None (auto)"),
+    ModelOption.REPLAY_THINKING: ("bool", lambda v: True, "True or False"),
 }
 _KIND_TEST: dict[str, Callable[[Any], bool]] = {
     "number": lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),

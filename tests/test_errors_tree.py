@@ -64,7 +64,7 @@ def test_the_tree_gives_each_class_its_parent_and_builtin():
         cls = classes[name]
         if parent is not None:
             own = [b.__name__ for b in cls.__bases__ if issubclass(b, errors.MelleaLocalError)]
-            # A bracket may name a second error parent (IntrinsicSchemaError [IntrinsicOutputError]).
+            # A bracket may name a second error parent: IntrinsicSchemaError [IntrinsicOutputError].
             assert [b for b in own if b != base] == [parent], name
         if base is not None:
             expected = classes[base] if base in classes else _builtin(base)

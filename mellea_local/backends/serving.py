@@ -61,6 +61,7 @@ from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, merge_options
+from mellea_local.parsing.tool_grammar import constrain_tool_calls, tool_call_grammar
 from mellea_local.rendering.request import render_request
 
 __all__ = ["Delivery", "ServingBackend", "ServingEngine", "ServingRequest"]
@@ -279,14 +280,27 @@ class ServingBackend(RequirementScoring, Backend):
             action, ctx, model_options=model_options, tool_calls=tool_calls
         )
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
+        thinking_started = prompt_opens_thinking(self.tokenizer, ids)
+        grammar = json_schema_grammar(format.model_json_schema()) if format else None
+        if grammar is None and tool_calls and tools and constrain_tool_calls(
+                opts, self.tokenizer):
+            # One call to an offered tool with valid arguments (parsing.tool_grammar).
+            mode = ("open" if thinking_started else
+                    "none" if opts.get(ModelOption.THINKING) is False else "optional")
+            choice = opts.get(ModelOption.TOOL_CHOICE)
+            grammar = tool_call_grammar(
+                [spec for name, (_, spec) in tools.items() if choice in (None, name)]
+                or [spec for _, spec in tools.values()],
+                tokenizer=self.tokenizer, thinking=mode)
         request = ServingRequest(
             prompt_ids=ids,
             gen_kwargs=gen_kwargs,
-            grammar=json_schema_grammar(format.model_json_schema()) if format else None,
+            grammar=grammar,
             seed=opts.get(ModelOption.SEED),
             on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
         )
-        thinking_started = prompt_opens_thinking(self.tokenizer, ids)
+        if grammar is not None and format is None:
+            request.meta["tool_grammar"] = True
         delivery = Delivery(mot)
 
         def post_process(out: ModelOutputThunk[Any]) -> None:

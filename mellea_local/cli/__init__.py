@@ -326,6 +326,10 @@ def react_command(
     budget: Annotated[int, typer.Option(
         callback=_check_budget, help="Most model turns before giving up (-1: no limit).")] = 6,
     thinking: Annotated[bool, typer.Option(help="Let the model think first.")] = True,
+    constrain: Annotated[bool | None, typer.Option(
+        "--constrain/--no-constrain",
+        help="Decode each step under a grammar of the offered tools (default: on for a chat "
+        "template without a tool slot, such as SmolLM2's).")] = None,
     max_new_tokens: MaxNewTokensOpt = 256,
     threads: ThreadsOpt = None,
     backend_name: BackendOpt = "hf",
@@ -340,7 +344,6 @@ def react_command(
         from mellea_local.cli.react_cmd import (
             build_tools,
             parse_lookup,
-            require_tool_template,
             run_react,
         )
 
@@ -352,11 +355,10 @@ def react_command(
         apply_cli_threads(threads)
         backend = serving.load(model, device=device, dtype=dtype, adapter=adapter,
                                threads=threads)
-        require_tool_template(backend, model)
         if adapter:
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,
-                  max_new_tokens=max_new_tokens, thinking=thinking)
+                  max_new_tokens=max_new_tokens, thinking=thinking, constrain=constrain)
 
     run_guarded(debug, work)
 

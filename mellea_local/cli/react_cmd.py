@@ -1,7 +1,8 @@
 """``mellea-local react``: run the agent on a goal with the built-in tools, step by step.
 
 ``react()`` returns only when the task ends, so the steps are shown by a thin backend wrapper:
-before each generation it prints the observations the loop just added to the context (the tool
+it first says which tool format the model is given and whether its calls are constrained,
+then before each generation it prints the observations the loop just added to the context (the tool
 results), after it the model's thought and tool calls. The agent loop itself stays untouched.
 """
 
@@ -16,11 +17,20 @@ from rich.console import Console
 
 from mellea_local.core.backend import Backend
 from mellea_local.core.context import ChatContext, Context
-from mellea_local.errors import InvalidInputError, ReactArgumentError
+from mellea_local.errors import InvalidInputError
 from mellea_local.messages import ToolMessage
 from mellea_local.options import ModelOption
+from mellea_local.parsing.tool_grammar import constrain_tool_calls
 from mellea_local.react import react
+from mellea_local.rendering.tool_prompt import (
+    HERMES_FORMAT,
+    template_renders_tools,
+    tool_format,
+)
 from mellea_local.tools.builtin import calculator, lookup_tool
+
+__all__ = ["StepPrinter", "build_tools", "parse_lookup", "run_react", "template_renders_tools",
+           "tool_format_line"]
 
 
 class StepPrinter(Backend):
@@ -75,35 +85,24 @@ class StepPrinter(Backend):
         return mot, new_ctx
 
 
-_PROBE_TOOL = {"type": "function", "function": {
-    "name": "probe_tool_zq", "description": "A tool whose name appears nowhere else.",
-    "parameters": {"type": "object", "properties": {}}}}
+def tool_format_line(backend: Any, constrain: bool | None) -> str:
+    """One line saying how the tools reach the model and whether its calls are constrained.
 
-
-def template_renders_tools(tokenizer: Any) -> bool:
-    """Whether the model's chat template shows the model the tools it is offered.
-
-    Templates without a tool section (SmolLM2's ChatML one) drop ``tools=`` silently: the agent
-    would then run its whole budget with a model that never heard of the calculator or
-    ``final_answer``. Rendering one conversation with a probe tool tells the two apart.
+    A template with a tool slot keeps its own format; one without (SmolLM2's ChatML) gets the
+    Hermes format written into the messages (``rendering.tool_prompt``). Constrained calls
+    follow ``ModelOption.CONSTRAIN_TOOL_CALLS`` (``--constrain/--no-constrain``; unset: on
+    exactly for the Hermes fallback).
     """
-    chat = [{"role": "user", "content": "hi"}]
-    try:
-        text = tokenizer.apply_chat_template(chat, tools=[_PROBE_TOOL], tokenize=False,
-                                             add_generation_prompt=True)
-    except Exception:  # a template that cannot take tools at all
-        return False
-    return "probe_tool_zq" in str(text)
-
-
-def require_tool_template(backend: Any, model: str) -> None:
-    """Refuse, before the first step, a model the agent could never get a tool call from."""
-    if not template_renders_tools(backend.tokenizer):
-        raise ReactArgumentError(
-            f"--model {model}: its chat template has no tool-call format (the tools offered "
-            "are dropped from the prompt), so the agent could never call the calculator or "
-            "final_answer; use a model whose chat template renders tools, such as the default "
-            "embedded model.")
+    tokenizer = backend.tokenizer
+    on = constrain_tool_calls({ModelOption.CONSTRAIN_TOOL_CALLS: constrain}, tokenizer)
+    if tool_format(tokenizer) == HERMES_FORMAT:
+        how = ("hermes (the chat template has no tool slot: tool schemas in a <tools> system "
+               "block, calls as <tool_call> JSON, results as <tool_response> turns)")
+    else:
+        how = "the chat template's own"
+    state = "on" if on else "off"
+    why = "" if constrain is not None else " (default for this format)"
+    return f"tool format: {how}; calls constrained to the tools' schemas: {state}{why}"
 
 
 def build_tools(lookup: Mapping[str, Any] | None) -> list[Any]:
@@ -126,11 +125,15 @@ def parse_lookup(pairs: Sequence[str]) -> dict[str, str]:
 
 def run_react(
     backend: Any, goal: str, *, console: Console, tools: list[Any], loop_budget: int = 6,
-    max_new_tokens: int = 256, thinking: bool = True,
+    max_new_tokens: int = 256, thinking: bool = True, constrain: bool | None = None,
 ) -> str:
     """Run the agent and print every step; returns the final answer."""
     printer = StepPrinter(backend, console)
-    options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking}
+    options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking,
+               ModelOption.CONSTRAIN_TOOL_CALLS: constrain}
+    if getattr(backend, "tokenizer", None) is not None:  # a backend that renders itself
+        console.print(tool_format_line(backend, constrain), style="dim", markup=False,
+                      highlight=False)
     console.print(f"goal: {goal}", style="bold", markup=False, highlight=False)
     result, ctx = asyncio.run(react(goal, ChatContext(), printer, tools=tools,
                                     model_options=options, loop_budget=loop_budget))

@@ -89,6 +89,10 @@ def train_command(
     restart: Annotated[bool, typer.Option(
         "--restart", help="Discard a checkpoint of an earlier run instead of resuming.")
     ] = False,
+    task: Annotated[str, typer.Option(
+        "--task", help="requirement-check (default), or agent: fine-tune on ReACT traces "
+        "(scripts/make_agent_traces.py) into an agent build (training/agent.py).")
+    ] = "requirement-check",
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
@@ -98,6 +102,17 @@ def train_command(
     def work() -> None:
         import os
 
+        if task == "agent":  # the agent build has its own loop (training/agent.py)
+            from mellea_local.training.agent import AgentTrainConfig, run_agent_cli
+
+            run_agent_cli(AgentTrainConfig(
+                data=str(data), out=str(out), model=model, epochs=epochs, max_steps=max_steps,
+                batch_size=batch_size, lr=lr, rank=rank, alpha=alpha, seed=seed,
+                max_length=max_length, checkpoint_every=checkpoint_every, device=device,
+                dtype=dtype), threads=threads)
+            return
+        if task != "requirement-check":
+            raise typer.BadParameter(f"--task takes requirement-check or agent, got {task!r}.")
         from rich.console import Console
         from rich.progress import (
             BarColumn,

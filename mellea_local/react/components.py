@@ -48,6 +48,14 @@ THOUGHT_PROMPT = (
     "Think about what to do next and take the next step. If you need more information, call a "
     f"tool. If you have the final answer, call the `{MELLEA_FINALIZER_TOOL}` tool."
 )
+REPEAT_PROMPT = (
+    "You repeated a call whose result you already have. Answer now: call the "
+    f"`{MELLEA_FINALIZER_TOOL}` tool with the answer, using the results above."
+)
+NO_CALL_PROMPT = (
+    "Your last reply called no tool. Take the next step with a tool call; if you have the "
+    f"answer, call the `{MELLEA_FINALIZER_TOOL}` tool with it."
+)
 FORMAT_PROMPT = "Now write the final answer in the required format."
 
 

@@ -6,10 +6,23 @@ unknown tool, arguments that break the schema and an exception inside a tool all
 observation, and the model gets another turn. ``final_answer`` ends the loop only when it is the
 turn's only call; mixed with other calls, those run and ``final_answer`` is answered with a
 request to call it again, alone, now that their results are in.
+
+What real small models get wrong, and what each becomes:
+
+* an unknown tool, arguments that break the schema, a tool that raises: the observation says
+  what went wrong (the parser or ``_run_call`` wrote it);
+* the same valid call (name and arguments) made again: not run again; the observation gives
+  the earlier result (or error), the next user turn asks for the answer, and that step may
+  only call ``final_answer`` (``ModelOption.TOOL_CHOICE``, honoured under constraints);
+* a step with no tool call at all: the next user turn says so and asks for a call;
+* no ``final_answer`` within ``loop_budget``: ``ReactLoopError``, listing what each step did;
+  ``ReactNoValidCallError`` (a subclass) when no step had one valid call, whose advice is not
+  "more budget" but constrained decoding or a model trained for tool calls.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +35,7 @@ from mellea_local.errors import (
     InputTypeError,
     ReactArgumentError,
     ReactLoopError,
+    ReactNoValidCallError,
     ToolArgumentsError,
 )
 from mellea_local.messages import ToolMessage
@@ -29,6 +43,8 @@ from mellea_local.options import ModelOption, merge_options
 from mellea_local.react.components import (
     FORMAT_PROMPT,
     MELLEA_FINALIZER_TOOL,
+    NO_CALL_PROMPT,
+    REPEAT_PROMPT,
     ReactInitiator,
     ReactThought,
 )
@@ -90,28 +106,109 @@ async def _run_call(
     return output, observation_text(output), True
 
 
+def _call_key(call: ModelToolCall) -> str | None:
+    """Name and arguments of a call, canonical; None when they are not plain JSON."""
+    if call.error is not None or not isinstance(call.args, Mapping):
+        return None
+    try:
+        return json.dumps([call.name, call.args], sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Steps:
+    """What each step did, for the budget error and for spotting repeated calls."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.valid_calls = 0
+        self.constrained = False  # some step was decoded under the tool-call grammar
+        self.repeated = False  # the last step repeated an earlier call
+        self.done: dict[str, tuple[int, str]] = {}  # call key -> (step, observation)
+
+    def record(self, step: int, observations: Sequence[ToolMessage],
+               states: Sequence[tuple[bool, bool]]) -> None:
+        """``states``: per call, (it ran fine, it was a valid call: an offered tool with
+        well-formed arguments, whatever the tool then did)."""
+        if not observations:
+            self.lines.append(f"step {step}: no tool call")
+            return
+        parts = []
+        for message, (ok, valid) in zip(observations, states, strict=True):
+            self.valid_calls += valid
+            said = message.content.splitlines()[0][:160] if message.content else ""
+            parts.append(f"{message.name or '?'}: " + ("ok" if ok else said))
+        self.lines.append(f"step {step}: " + "; ".join(parts))
+
+    def error(self, budget: int) -> ReactLoopError:
+        listing = "\n".join(self.lines[-8:])
+        if self.valid_calls == 0 and self.constrained:
+            return ReactNoValidCallError(
+                f"could not complete react loop in {budget} iterations: the model never wrote "
+                "a valid tool call, even with its calls constrained to the tools' schemas "
+                "(the steps below were cut off or misused the tools), so more budget would "
+                "not help. Use a model trained for tool calls (an agent build), raise "
+                "ModelOption.MAX_NEW_TOKENS if calls were cut off, or offer fewer, simpler "
+                "tools. Steps:\n" + listing)
+        if self.valid_calls == 0:
+            return ReactNoValidCallError(
+                f"could not complete react loop in {budget} iterations: the model never wrote "
+                f"a valid tool call, so more budget would not help. Constrain its calls to the "
+                "tools (model_options={ModelOption.CONSTRAIN_TOOL_CALLS: True}; on by default "
+                "for a chat template without a tool slot), use a model trained for tool calls "
+                "(an agent build), or offer fewer, simpler tools. Steps:\n" + listing)
+        return ReactLoopError(
+            f"could not complete react loop in {budget} iterations: the model never called "
+            f"{MELLEA_FINALIZER_TOOL} alone. Raise loop_budget if the steps were making "
+            "progress, otherwise simplify the goal or check the tool results. Steps:\n"
+            + listing)
+
+
 async def _observe(
-    calls: Sequence[ModelToolCall], tool_map: Mapping[str, AbstractMelleaTool]
+    calls: Sequence[ModelToolCall], tool_map: Mapping[str, AbstractMelleaTool],
+    steps: _Steps | None = None, step: int = 0,
 ) -> tuple[list[ToolMessage], ToolMessage | None]:
     """The turn's observations, in call order, and the final answer if this turn gave one."""
     observations: list[ToolMessage] = []
+    states: list[tuple[bool, bool]] = []
     final: ToolMessage | None = None
+    if steps is not None:
+        steps.repeated = False
     for call in calls:
-        if call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
+        key = _call_key(call) if call.name != MELLEA_FINALIZER_TOOL else None
+        earlier = steps.done.get(key) if steps is not None and key is not None else None
+        if earlier is not None:
+            output: Any = None
+            text = (
+                f"Error: you already called {call.name} with these arguments at step "
+                f"{earlier[0]}; it returned: {earlier[1]}\nDo not repeat a call: use that "
+                f"result, change the arguments, call a different tool, or call "
+                f"{MELLEA_FINALIZER_TOOL} with the answer."
+            )
+            ok, valid = False, True
+            if steps is not None:
+                steps.repeated = True
+        elif call.name == MELLEA_FINALIZER_TOOL and len(calls) > 1:
             output: Any = None
             text = (
                 f"Error: {MELLEA_FINALIZER_TOOL} was called together with other tools, so it "
                 f"did not end the task. Read the other results, then call "
                 f"{MELLEA_FINALIZER_TOOL} again, alone."
             )
-            ok = False
+            ok, valid = False, True
         else:
             output, text, ok = await _run_call(call, tool_map)
+            valid = ok or isinstance(output, Exception)  # the tool itself raised
+            if valid and key is not None and steps is not None:
+                steps.done[key] = (step, text)
         args = dict(call.args) if isinstance(call.args, Mapping) else {}
         message = ToolMessage("tool", text, output, call.name, args, call)
         observations.append(message)
+        states.append((ok, valid))
         if ok and call.name == MELLEA_FINALIZER_TOOL:
             final = message
+    if steps is not None:
+        steps.record(step, observations, states)
     return observations, final
 
 
@@ -189,16 +286,20 @@ async def react(
         )
 
     action: ReactInitiator | ReactThought = initiator
+    step_opts = opts
+    steps = _Steps()
     turn = 0
     while loop_budget == -1 or turn < loop_budget:
         turn += 1
         mot, new_ctx = await backend.generate_from_context(
-            action, context, model_options=opts, tool_calls=True
+            action, context, model_options=step_opts, tool_calls=True
         )
         await mot.avalue()
         step: ComputedModelOutputThunk[str] = ComputedModelOutputThunk(mot)
+        steps.constrained |= bool(mot.meta.get("tool_grammar"))
         context = _require_chat(new_ctx, backend)
-        observations, final = await _observe(list(step.tool_calls or []), tool_map)
+        calls = list(step.tool_calls or [])
+        observations, final = await _observe(calls, tool_map, steps, turn)
         for message in observations:
             context = context.add(message)
         if final is not None:
@@ -208,12 +309,16 @@ async def react(
             return await _formatted_answer(context, backend, format, opts)
         if compactor is not None:
             context = _compact(compactor, context, initiator)
-        action = ReactThought()
-    raise ReactLoopError(
-        f"could not complete react loop in {loop_budget} iterations: the model never called "
-        f"{MELLEA_FINALIZER_TOOL} alone. Raise loop_budget, simplify the goal or check the "
-        "tool results in the context."
-    )
+        step_opts = opts
+        if steps.repeated:
+            # Looping on a call whose result it has: under constraints the next step may only
+            # answer (ModelOption.TOOL_CHOICE); without them, the prompt asks for it.
+            action = ReactThought(REPEAT_PROMPT)
+            step_opts = {**opts, ModelOption.TOOL_CHOICE: MELLEA_FINALIZER_TOOL}
+        else:
+            action = ReactThought() if calls else ReactThought(NO_CALL_PROMPT)
+            step_opts = opts
+    raise steps.error(loop_budget)
 
 
 def _require_chat(ctx: Context, backend: Backend) -> ChatContext:

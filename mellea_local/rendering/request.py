@@ -18,6 +18,11 @@ from mellea_local.messages import Message
 from mellea_local.options import ModelOption, check_token_options, merge_options, split_options
 from mellea_local.rendering.chat import to_chat_messages, to_template_input
 from mellea_local.rendering.prompt import check_prompt_fits, check_text_only, render_prompt_ids
+from mellea_local.rendering.tool_prompt import (
+    hermes_messages,
+    needs_tool_prompt,
+    template_renders_tool_role,
+)
 from mellea_local.rendering.tools import collect_tools
 
 
@@ -59,10 +64,19 @@ def render_request(
     # Documents go where intrinsics put them too (``place_documents``): their cache reuse
     # after a RAG generation depends on it. ``documents`` is never a user template option.
     turns, doc_kwargs = to_template_input(messages, tokenizer.chat_template)
+    specs: list[dict[str, Any]] | None = [spec for _, spec in tools.values()] or None
+    replay = opts.get(ModelOption.REPLAY_THINKING)
+    if needs_tool_prompt(tokenizer, turns, specs):
+        # No tool slot in the template: tools, calls and results written as Hermes text.
+        turns = hermes_messages(turns, specs, tool_role=template_renders_tool_role(tokenizer),
+                                replay_thinking=replay is not False)
+        specs = None
+    elif replay is False:
+        turns = [{k: v for k, v in t.items() if k != "reasoning_content"} for t in turns]
     ids = render_prompt_ids(
         tokenizer,
         turns,
-        [spec for _, spec in tools.values()] or None,
+        specs,
         {**tmpl_kwargs, **doc_kwargs},
         add_generation_prompt=add_generation_prompt,
     )

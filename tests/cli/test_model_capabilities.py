@@ -1,6 +1,7 @@
 """What the first-hour commands do on a model that lacks something they need: no
 requirement-check adapter (``check`` stops with one line naming ``mellea-local train``) or a
-chat template without tools (``react`` stops before its first step). Real tiny models and
+chat template without tools (``react`` says it gives the model the Hermes tool
+format). Real tiny models and
 tokenizers; the SmolLM2 runs are in tests/models/test_first_hour_real.py."""
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import json
 from typer.testing import CliRunner
 
 from mellea_local.cli import app
-from mellea_local.cli.react_cmd import require_tool_template, template_renders_tools
-from mellea_local.errors import ReactArgumentError
+from mellea_local.cli.react_cmd import template_renders_tools, tool_format_line
 
 runner = CliRunner()
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
@@ -29,12 +29,17 @@ def test_the_embedded_template_renders_tools_a_plain_chatml_one_does_not(tiny_to
     class Holder:
         tokenizer = plain
 
-    try:
-        require_tool_template(Holder(), "my-model")
-    except ReactArgumentError as exc:
-        assert "--model my-model" in str(exc) and "no tool-call format" in str(exc)
-    else:
-        raise AssertionError("a template without tools was accepted")
+    class Own:
+        tokenizer = tiny_tokenizer
+
+    # react no longer refuses such a model: it says which format it gives it instead.
+    line = tool_format_line(Holder(), None)
+    assert line.startswith("tool format: hermes (the chat template has no tool slot")
+    assert line.endswith("constrained to the tools' schemas: on (default for this format)")
+    assert tool_format_line(Own(), None).endswith("the chat template's own; calls constrained "
+                                                  "to the tools' schemas: off (default for "
+                                                  "this format)")
+    assert tool_format_line(Holder(), False).endswith(": off")
 
 
 def test_check_without_an_adapter_names_the_train_command(cli_model, tmp_path):

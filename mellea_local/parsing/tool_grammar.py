@@ -1,0 +1,176 @@
+"""The tool-call grammar: what a constrained agent step may write (llguidance Lark).
+
+Why: a small model that was never trained on tool calls writes malformed calls, names tools
+that were not offered and passes arguments of the wrong type; each such step is wasted. Under
+this grammar a step's output is, exactly::
+
+    [<think> free text without '<' </think>]  <tool_call> {"name": N, "arguments": A} </tool_call>
+
+where ``N`` is one of the offered tools (``final_answer`` included, when offered) and ``A``
+satisfies that tool's JSON schema. It is the format ``parsing.response`` reads back and
+``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced (a
+call can still be cut off at the token limit, which the parser reports).
+
+The arguments are written with ``json.dumps``'s separators (``": "``, ``", "``), the
+envelope's whitespace is free but bounded, and the keys' order is the one the format shows
+(``name``, then ``arguments``): a model whose greedy output is already a valid call decodes
+the same tokens with and without the grammar (the mask only removes tokens the grammar
+forbids, never reorders the rest), which ``tests/parsing/test_tool_grammar.py`` and
+``tests/react/test_react_real.py`` check.
+
+When it is on (``constrain_tool_calls``): ``ModelOption.CONSTRAIN_TOOL_CALLS`` decides when
+set; unset, it is on exactly when the chat template has no tool slot (the Hermes fallback
+format: the model was not trained on a tool format, so it needs the grammar), and off for a
+template with its own tool format (its model writes that format, which this grammar may not
+describe).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mellea_local.errors import ConstrainedDecodingError
+from mellea_local.options import ModelOption
+from mellea_local.rendering.tool_prompt import template_renders_tools
+
+__all__ = ["MAX_THOUGHT_CHARS", "constrain_tool_calls", "tool_call_grammar"]
+
+MAX_THOUGHT_CHARS = 600
+"""A thinking block is at most this long under the grammar, so it cannot eat the budget."""
+
+_WS = r"/[ \t\n]{1,4}/"
+FREE_TEXT_PATTERN = r"^[^<>{}]+$"
+"""What a required free-text string argument may hold under the grammar (see ``_closed``)."""
+
+
+def constrain_tool_calls(options: Mapping[str, Any], tokenizer: Any) -> bool:
+    """Whether a tool-calling step is decoded under the grammar (see the module docstring)."""
+    value = options.get(ModelOption.CONSTRAIN_TOOL_CALLS)
+    if value is not None:
+        return bool(value)
+    return not template_renders_tools(tokenizer)
+
+
+def _tag(tokenizer: Any, text: str) -> str:
+    """A tag as a Lark terminal: its token when the tokenizer has it as an added token (the
+    embedded model's ``<tool_call>``; llguidance treats added tokens as special, never as
+    text), else its text."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    if len(ids) == 1 and ids[0] in added:
+        return f"<[{ids[0]}]>"
+    return json.dumps(text)
+
+
+def _closed(node: Any) -> Any:
+    """The schema with ``additionalProperties: false`` on every object that does not say, and
+    required free-text strings non-empty and free of tags and braces.
+
+    JSON Schema allows unnamed keys by default, and a small model under a grammar that allows
+    them fills them with the schema's own words (``"type"``, ``"description"``); the tools
+    refuse unnamed arguments (``parsing.tool_schema``), so the grammar does too.
+    """
+    if isinstance(node, list):
+        return [_closed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: (_closed(value) if key in _SUBSCHEMAS else
+                 {k: _closed(v) for k, v in value.items()}
+                 if key in _SCHEMA_MAPS and isinstance(value, dict) else value)
+           for key, value in node.items()}
+    if (out.get("type") == "object" or "properties" in out) and (
+            "additionalProperties" not in out):
+        out["additionalProperties"] = False
+    # A required free-text string is non-empty and holds no tag or brace: SmolLM2 answered
+    # ``{"answer": "}}</tool_call>...`` and wrote on inside the string until cut off.
+    for name in out.get("required") or []:
+        prop = (out.get("properties") or {}).get(name)
+        if isinstance(prop, dict) and prop.get("type") == "string" and not (
+                {"minLength", "maxLength", "enum", "const", "pattern", "format"} & set(prop)):
+            out["properties"][name] = {**prop, "pattern": FREE_TEXT_PATTERN}
+    return out
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMAS = ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not", "additionalProperties")
+
+
+def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:
+    fn = spec.get("function", spec)
+    params = fn.get("parameters") if isinstance(fn, Mapping) else None
+    schema = _closed(copy.deepcopy(dict(params)) if isinstance(params, Mapping) else {})
+    schema.setdefault("type", "object")
+    # The separators ``json.dumps`` writes (": ", ", "), the ones the format's example, the
+    # agent traces and small models' own calls use; free whitespace let a small model
+    # indent and wander until the token limit cut the call off.
+    schema["x-guidance"] = {"whitespace_flexible": False, "key_separator": ": ",
+                            "item_separator": ", "}
+    return schema
+
+
+def tool_call_grammar(
+    specs: Sequence[Mapping[str, Any]],
+    *,
+    tokenizer: Any = None,
+    thinking: str = "optional",
+) -> str:
+    """The llguidance grammar of one step: optional thinking, then one call to a tool in
+    ``specs`` (``{"type": "function", "function": {...}}`` dicts) with valid arguments.
+
+    ``thinking``: ``"optional"`` (a ``<think>`` block may come first), ``"none"`` (no
+    block), ``"open"`` (the prompt already opened ``<think>``: the step starts inside it).
+    ``tokenizer`` lets tags it has as special tokens (the embedded model's ``<tool_call>``)
+    be matched as those tokens. Raises
+    ``ConstrainedDecodingError`` naming the tool whose schema llguidance cannot compile.
+    """
+    if thinking not in ("optional", "none", "open"):
+        raise ConstrainedDecodingError(
+            f"thinking must be 'optional', 'none' or 'open', got {thinking!r}.")
+    if not specs:
+        raise ConstrainedDecodingError(
+            "A tool-call grammar needs at least one tool; offer tools or turn "
+            "ModelOption.CONSTRAIN_TOOL_CALLS off.")
+    names = [str(s.get("function", s)["name"]) for s in specs]
+    # Key order kept (no sort_keys): the schema's property order is the order it demands.
+    key = json.dumps([list(specs), thinking], default=str)
+    tags = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+    terminals = tuple(_tag(tokenizer, t) if tokenizer is not None else json.dumps(t)
+                      for t in tags)
+    return _grammar(key, tuple(names), terminals)
+
+
+@functools.lru_cache(maxsize=64)
+def _grammar(key: str, names: tuple[str, ...], terminals: tuple[str, ...]) -> str:
+    from llguidance import LLMatcher
+
+    specs, thinking = json.loads(key)
+    think_open, think_close, call_open, call_close = terminals
+    head = {"optional": "think? ", "none": "", "open": f"THOUGHT {think_close} WS? "}[thinking]
+    lines = [
+        f"start: {head}{call_open} WS? call WS? {call_close}",
+        f"think: {think_open} THOUGHT {think_close} WS?",
+        f"THOUGHT: /[^<]{{0,{MAX_THOUGHT_CHARS}}}/",
+        f"WS: {_WS}",
+        'call: "{" WS? "\\"name\\"" WS? ":" WS? ' + "(" + " | ".join(
+            f"call_{i}" for i in range(len(specs))) + ') WS? "}"',
+    ]
+    for i, (name, spec) in enumerate(zip(names, specs, strict=True)):
+        schema = _arguments_schema(spec)
+        try:
+            problem = LLMatcher.validate_grammar(
+                LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+        except ValueError as exc:
+            problem = str(exc)
+        if problem:
+            raise ConstrainedDecodingError(
+                f"The JSON schema of tool {name!r} cannot be compiled into a grammar "
+                f"({problem}); simplify its parameters, or turn constrained tool calls off "
+                "with ModelOption.CONSTRAIN_TOOL_CALLS=False.")
+        lines.append(f'call_{i}: {json.dumps(json.dumps(name))} WS? "," WS? '
+                     f'"\\"arguments\\"" WS? ":" WS? args_{i}')
+        lines.append(f"args_{i}: %json {json.dumps(schema)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,303 @@
+"""``mellea-local train --task agent``: fine-tune a model on ReACT traces (an agent build).
+
+Why: a small chat model that was never trained on tool calls misuses tools even when a grammar
+keeps its calls well-formed. Training on traces (``scripts/make_agent_traces.py``: random tools,
+thinking, calls, results, recoveries) teaches it the loop. Each assistant step of a trace is
+one example: the prompt is rendered exactly as ``react`` renders that step at inference (the
+same components, the same tool format: the template's own, or the Hermes fallback of
+``rendering.tool_prompt``), and the loss is on the step's tokens only (its thinking and call,
+up to the end-of-turn token).
+
+Output: ``OUT/agent/<base>/lora/`` (PEFT LoRA, safetensors) and ``OUT/agent/<base>/merged/``,
+the base with the LoRA merged in, a plain model folder ``LocalHFBackend`` loads
+(``LocalHFBackend("OUT/agent/<base>/merged")``). Checkpoints under ``OUT/agent/<base>/
+checkpoint/`` every ``checkpoint_every`` steps; the same command resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mellea_local.errors import TrainingDataError, TrainingError
+from mellea_local.react.components import (
+    MELLEA_FINALIZER_TOOL,
+    ReactInitiator,
+    ReactThought,
+    finalizer_tool,
+)
+from mellea_local.rendering.chat import to_chat_messages
+from mellea_local.rendering.control_tokens import RenderedPrompt
+from mellea_local.rendering.prompt import render_prompt
+from mellea_local.rendering.tool_prompt import (
+    hermes_messages,
+    needs_tool_prompt,
+    template_renders_tool_role,
+)
+
+__all__ = ["AgentTrainConfig", "step_examples", "train_agent"]
+
+
+@dataclass
+class AgentTrainConfig:
+    """What ``train_agent`` needs; ``out`` is a folder root (``OUT/agent/<base>/...``)."""
+
+    data: str
+    out: str
+    model: str = "smollm2-135m"
+    epochs: int = 1
+    max_steps: int | None = None
+    batch_size: int = 4
+    lr: float = 5e-4
+    rank: int = 16
+    alpha: int = 32
+    seed: int = 0
+    max_length: int = 1024
+    checkpoint_every: int = 25
+    device: str | None = None
+    dtype: str | None = None
+
+
+def _call_id(step: int) -> str:
+    return f"call_{step:04d}"
+
+
+def _turns(trace: dict[str, Any], upto: int) -> list[dict[str, Any]]:
+    """The message dicts ``react`` renders before step ``upto`` (0-based) of ``trace``."""
+    initiator = ReactInitiator(trace["goal"])
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": to_chat_messages([initiator])[0].content}]
+    for i, step in enumerate(trace["steps"][:upto]):
+        turns.append(_assistant(step, i))
+        turns.append({"role": "tool", "content": step["observation"],
+                      "tool_call_id": _call_id(i), "name": step["call"]["name"]})
+        turns.append({"role": "user", "content": ReactThought().prompt})
+    return turns
+
+
+def _assistant(step: dict[str, Any], i: int) -> dict[str, Any]:
+    call = step["call"]
+    turn: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [{
+        "id": _call_id(i), "type": "function", "function": {
+            "name": call["name"],
+            "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}]}
+    if step.get("thinking"):
+        turn["reasoning_content"] = step["thinking"]
+    return turn
+
+
+def _render(tokenizer: Any, turns: list[dict[str, Any]], specs: list[dict[str, Any]],
+            *, generation: bool) -> RenderedPrompt:
+    """What ``rendering.request.render_request`` renders for these turns and tools."""
+    if needs_tool_prompt(tokenizer, turns, specs):
+        turns = hermes_messages(turns, specs, tool_role=template_renders_tool_role(tokenizer))
+        return render_prompt(tokenizer, turns, None, add_generation_prompt=generation)
+    return render_prompt(tokenizer, turns, specs, add_generation_prompt=generation)
+
+
+def step_examples(trace: dict[str, Any], tokenizer: Any) -> list[tuple[list[int], list[int]]]:
+    """``(prompt ids, step ids)`` for each assistant step of ``trace``.
+
+    The prompt is what ``react`` feeds the model before that step; the step ids are the
+    template's rendering of the step's turn, up to and including the end-of-turn token.
+    """
+    # As ``ReactInitiator`` offers them: the trace's tools in order, ``final_answer`` last.
+    specs = [s for s in trace["tools"] if s["function"]["name"] != MELLEA_FINALIZER_TOOL]
+    specs.append(finalizer_tool().as_json_tool)
+    out = []
+    eos = tokenizer.eos_token
+    for k in range(len(trace["steps"])):
+        before = _turns(trace, k)
+        prompt = _render(tokenizer, before, specs, generation=True)
+        full = _render(tokenizer, [*before, _assistant(trace["steps"][k], k)], specs,
+                       generation=False)
+        if not full.text.startswith(prompt.text):
+            raise TrainingDataError(
+                f"Trace {trace.get('id')!r} step {k}: the chat template does not render a "
+                "conversation as a prefix of its continuation, so a step cannot be cut out "
+                "of it; this model's template is not supported for agent training.")
+        end = len(full.text)
+        if eos and (at := full.text.find(eos, len(prompt.text))) != -1:
+            end = at + len(eos)  # the step ends with its end-of-turn token
+        out.append((prompt.encode(tokenizer),
+                    full.encode(tokenizer, start=len(prompt.text), end=end)))
+    return out
+
+
+def load_traces(path: str) -> list[dict[str, Any]]:
+    traces = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            trace = json.loads(line)
+            assert isinstance(trace["goal"], str) and trace["steps"] and trace["tools"]
+        except (ValueError, KeyError, TypeError, AssertionError) as exc:
+            raise TrainingDataError(
+                f"{path} line {n} is not a ReACT trace ({exc!r}); make traces with "
+                "scripts/make_agent_traces.py (goal, tools, steps with thinking, call, "
+                "observation).") from exc
+        traces.append(trace)
+    if not traces:
+        raise TrainingDataError(f"{path} holds no traces.")
+    return traces
+
+
+def _load(cfg: AgentTrainConfig) -> tuple[Any, Any, str]:
+    from mellea_local.backends.loading import (
+        load_pretrained,
+        resolve_device,
+        resolve_dtype,
+        resolve_model_source,
+    )
+
+    if cfg.model == "embedded":
+        from mellea_local.embedded import trained_weights_dir
+
+        source = str(trained_weights_dir())
+    else:
+        source = resolve_model_source(cfg.model)
+    device = resolve_device(cfg.device)
+    model, tokenizer = load_pretrained(source, device=device,
+                                       dtype=resolve_dtype(cfg.dtype, device))
+    return model, tokenizer, Path(source.rstrip("/")).name
+
+
+def _batch(rows: list[tuple[list[int], list[int]]], pad: int, device: Any) -> dict[str, Any]:
+    width = max(len(p) + len(t) for p, t in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, (p, t) in enumerate(rows):
+        seq = p + t
+        ids[r, : len(seq)] = torch.tensor(seq)
+        labels[r, len(p): len(seq)] = torch.tensor(t)
+        mask[r, : len(seq)] = 1
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device),
+            "labels": labels.to(device)}
+
+
+def _loss(model: Any, batch: dict[str, Any]) -> torch.Tensor:
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                           batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
+
+
+def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], None] | None = None
+                ) -> Path:
+    """Train the agent LoRA, write it and the merged model; returns the merged folder."""
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file, save_file
+
+    traces = load_traces(cfg.data)
+    model, tokenizer, base = _load(cfg)
+    rows = [ex for trace in traces for ex in step_examples(trace, tokenizer)]
+    too_long = [i for i, (p, t) in enumerate(rows) if len(p) + len(t) > cfg.max_length]
+    if too_long:
+        raise TrainingDataError(
+            f"{len(too_long)} step(s) are longer than --max-length {cfg.max_length} tokens "
+            f"(first: example {too_long[0]}); raise --max-length or offer fewer tools.")
+    root = Path(cfg.out) / "agent" / base
+    ckpt = root / "checkpoint"
+    peft_cfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
+                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                          task_type="CAUSAL_LM")
+    torch.manual_seed(cfg.seed)
+    model = get_peft_model(model, peft_cfg)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    per_epoch = math.ceil(len(rows) / cfg.batch_size)
+    total = per_epoch * cfg.epochs if cfg.max_steps is None else min(
+        cfg.max_steps, per_epoch * cfg.epochs)
+    key = json.dumps({**asdict(cfg), "device": None, "rows": len(rows)}, sort_keys=True)
+    start = 0
+    if (ckpt / "state.json").is_file():
+        state = json.loads((ckpt / "state.json").read_text())
+        if state["key"] != key:
+            raise TrainingError(
+                f"The checkpoint in {ckpt} belongs to a different run (other data or "
+                "options); delete it to start over.")
+        weights = load_file(str(ckpt / "adapter.safetensors"))
+        for name, p in model.named_parameters():
+            if name in weights:
+                p.data.copy_(weights[name])
+        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        start = state["step"]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (
+        tokenizer.eos_token_id)
+    model.train()
+    started = time.time()
+    loss_value = math.nan
+    for step in range(start, total):
+        epoch, within = divmod(step, per_epoch)
+        order = list(range(len(rows)))
+        random.Random(f"{cfg.seed}:{epoch}").shuffle(order)
+        chosen = [rows[i] for i in order[within * cfg.batch_size:(within + 1) * cfg.batch_size]]
+        warm = max(1, total // 20)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * ((step + 1) / warm if step < warm else
+                                    1.0 - 0.9 * (step - warm) / max(1, total - warm))
+        loss = _loss(model, _batch(chosen, pad, model.device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        loss_value = float(loss.detach())
+        if on_step is not None:
+            on_step(step + 1, total, loss_value)
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == total:
+            tmp = ckpt.with_name("checkpoint.writing")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            save_file({n: p.detach().cpu().contiguous() for n, p in model.named_parameters()
+                       if p.requires_grad}, str(tmp / "adapter.safetensors"))
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            (tmp / "state.json").write_text(json.dumps({"key": key, "step": step + 1,
+                                                        "loss": loss_value}))
+            shutil.rmtree(ckpt, ignore_errors=True)
+            tmp.rename(ckpt)
+    model.eval()
+    report = {"task": "agent", "base": base, "steps": total, "examples": len(rows),
+              "traces": len(traces), "final_loss": loss_value,
+              "seconds": round(time.time() - started, 1), "config": asdict(cfg)}
+    lora = root / "lora"
+    shutil.rmtree(lora, ignore_errors=True)
+    model.save_pretrained(str(lora))
+    (lora / "training.json").write_text(json.dumps(report, indent=1) + "\n")
+    merged = root / "merged"
+    shutil.rmtree(merged, ignore_errors=True)
+    plain = model.merge_and_unload()
+    plain.save_pretrained(str(merged), safe_serialization=True)
+    tokenizer.save_pretrained(str(merged))
+    (merged / "training.json").write_text(json.dumps(report, indent=1) + "\n")
+    return merged
+
+
+def run_agent_cli(cfg: AgentTrainConfig, *, threads: int | None) -> Path:
+    """What ``mellea-local train --task agent`` does: train with a progress line, print where
+    the agent build is and how to use it."""
+    from rich.console import Console
+
+    from mellea_local.threads import apply_threads
+
+    apply_threads(threads)
+    console = Console(stderr=True, soft_wrap=True)
+
+    def show(step: int, total: int, loss: float) -> None:
+        if step == 1 or step % 10 == 0 or step == total:
+            console.print(f"step {step}/{total} loss {loss:.4f}")
+
+    merged = train_agent(cfg, on_step=show)
+    console.print(f"agent LoRA: {merged.parent / 'lora'}")
+    console.print(f"use it: mellea-local react --model {merged} \"GOAL\"")
+    return merged

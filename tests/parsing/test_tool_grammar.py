@@ -1,0 +1,182 @@
+"""The tool-call grammar (parsing.tool_grammar) on the embedded tokenizer: what it accepts and
+refuses, schemas with numbers, enums, dates and nested objects, and the exactness rule on the
+real tiny model: under the grammar, greedy decoding writes the same tokens as without it for as
+long as the unconstrained output stays inside the grammar."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Literal
+
+import pydantic
+import pytest
+import torch
+from llguidance import LLMatcher
+
+from mellea_local.errors import ConstrainedDecodingError
+from mellea_local.options import ModelOption
+from mellea_local.parsing.tool_grammar import constrain_tool_calls, tool_call_grammar
+from mellea_local.react.components import finalizer_tool
+from mellea_local.tools import MelleaTool, calculator
+
+
+class Address(pydantic.BaseModel):
+    city: str
+    zip_code: int
+
+
+def book_room(guest: str, nights: int, date: str, kind: Literal["single", "double"],
+              address: Address, rate: float = 1.0) -> str:
+    """Book a room.
+
+    Args:
+        guest: Who stays.
+        nights: How many nights.
+        date: Arrival, YYYY-MM-DD.
+        kind: Room kind.
+        address: Billing address.
+        rate: Price factor.
+    """
+    return "ok"
+
+
+SPECS = [calculator.as_json_tool, MelleaTool.from_callable(book_room).as_json_tool,
+         finalizer_tool().as_json_tool]
+
+
+@functools.cache
+def _lltok(tok):
+    import llguidance.hf
+
+    return llguidance.hf.from_tokenizer(tok)
+
+
+def accepts(tok, grammar: str, text: str) -> bool:
+    matcher = LLMatcher(_lltok(tok), grammar)
+    ids = tok.encode(text, add_special_tokens=False)
+    return all(matcher.consume_token(i) for i in ids) and matcher.is_accepting()
+
+
+@pytest.fixture(scope="module")
+def grammar(tiny_tokenizer):
+    return tool_call_grammar(SPECS, tokenizer=tiny_tokenizer)
+
+
+GOOD = [
+    '<tool_call>\n{"name": "calculator", "arguments": {"expression": "12 * 7"}}\n</tool_call>',
+    '<think>\nI need the product.\n</think>\n<tool_call>{"name":"final_answer","arguments":'
+    '{"answer": "84"}}</tool_call>',
+    '<tool_call>\n{"name": "book_room", "arguments": {"guest": "Ann", "nights": 2, "date": '
+    '"2025-01-03", "kind": "double", "address": {"city": "Oslo", "zip_code": 150}}}\n'
+    '</tool_call>',
+]
+BAD = [
+    '<tool_call>\n{"name": "calculate", "arguments": {"expression": "1"}}\n</tool_call>',
+    '<tool_call>\n{"name": "calculator", "arguments": {"expression": 12}}\n</tool_call>',
+    '<tool_call>\n{"arguments": {"expression": "1"}, "name": "calculator"}\n</tool_call>',
+    '<tool_call>\n{"name": "book_room", "arguments": {"guest": "Ann", "nights": "two", "date":'
+    ' "2025-01-03", "kind": "double", "address": {"city": "Oslo", "zip_code": 150}}}\n'
+    '</tool_call>',
+    '<tool_call>\n{"name": "book_room", "arguments": {"guest": "Ann", "nights": 2, "date": '
+    '"2025-01-03", "kind": "suite", "address": {"city": "Oslo", "zip_code": 150}}}\n'
+    '</tool_call>',
+    "The answer is 84.",
+    '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1"}}\n</tool_call>'
+    '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2"}}\n</tool_call>',
+]
+
+
+@pytest.mark.parametrize("text", GOOD)
+def test_valid_calls_are_accepted(tiny_tokenizer, grammar, text):
+    assert accepts(tiny_tokenizer, grammar, text)
+
+
+@pytest.mark.parametrize("text", BAD)
+def test_unknown_tools_wrong_types_and_extra_calls_are_refused(tiny_tokenizer, grammar, text):
+    assert not accepts(tiny_tokenizer, grammar, text)
+
+
+def test_tags_are_the_tokenizer_s_own_tokens_when_it_has_them(tiny_tokenizer):
+    assert "<[4094]>" in tool_call_grammar(SPECS, tokenizer=tiny_tokenizer)
+    assert '"<tool_call>"' in tool_call_grammar(SPECS)
+
+
+def test_thinking_modes(tiny_tokenizer):
+    none = tool_call_grammar(SPECS, tokenizer=tiny_tokenizer, thinking="none")
+    assert not accepts(tiny_tokenizer, none, GOOD[1])
+    opened = tool_call_grammar(SPECS, tokenizer=tiny_tokenizer, thinking="open")
+    assert accepts(tiny_tokenizer, opened, GOOD[1][len("<think>"):])
+    with pytest.raises(ConstrainedDecodingError, match="thinking"):
+        tool_call_grammar(SPECS, thinking="maybe")
+
+
+def test_a_schema_llguidance_cannot_compile_is_a_typed_error_naming_the_tool():
+    bad = {"type": "function", "function": {"name": "odd", "parameters": {
+        "type": "object", "properties": {"x": {"type": "strig"}}}}}
+    with pytest.raises(ConstrainedDecodingError, match=r"'odd'.*CONSTRAIN_TOOL_CALLS"):
+        tool_call_grammar([bad])
+    with pytest.raises(ConstrainedDecodingError, match="at least one tool"):
+        tool_call_grammar([])
+
+
+def test_on_by_default_exactly_for_a_template_without_a_tool_slot(tiny_tokenizer):
+    plain = copy.deepcopy(tiny_tokenizer)
+    plain.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert not constrain_tool_calls({}, tiny_tokenizer)
+    assert constrain_tool_calls({}, plain)
+    assert constrain_tool_calls({ModelOption.CONSTRAIN_TOOL_CALLS: True}, tiny_tokenizer)
+    assert not constrain_tool_calls({ModelOption.CONSTRAIN_TOOL_CALLS: False}, plain)
+
+
+def greedy_prefix_agrees(backend, prompt_ids, grammar, max_new_tokens) -> tuple[list, list]:
+    """(unconstrained ids, constrained ids) of one greedy generation each."""
+    from mellea_local.backends.constrained import GrammarLogitsProcessor
+
+    model, tok = backend.model, backend.tokenizer
+    ids = torch.tensor([prompt_ids])
+    vocab = model.get_output_embeddings().weight.shape[0]
+    with torch.no_grad():
+        free = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
+        held = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
+                              logits_processor=[GrammarLogitsProcessor(
+                                  tok, grammar, vocab, len(prompt_ids))])
+    return free[0, len(prompt_ids):].tolist(), held[0, len(prompt_ids):].tolist()
+
+
+def inside_grammar_prefix(tok, grammar, new_ids) -> int:
+    """How many of ``new_ids`` the grammar accepts in a row (EOS counts when accepting)."""
+    matcher = LLMatcher(_lltok(tok), grammar)
+    for n, token in enumerate(new_ids):
+        if token == tok.eos_token_id and matcher.is_accepting():
+            return n + 1
+        if matcher.is_stopped() or not matcher.consume_token(token):
+            return n
+    return len(new_ids)
+
+
+def test_exactness_on_the_trained_tiny_model(shared_embedded_backend):
+    """The embedded model writes valid calls unconstrained: the grammar changes nothing.
+    Where its output leaves the grammar, both agree up to that token."""
+    from mellea_local.core.context import ChatContext
+    from mellea_local.react.components import ReactInitiator
+
+    backend = shared_embedded_backend
+    torch.set_num_threads(1)
+    goals = ["What is 12 * 7?", "What is (3 + 4) * 5?", "What is the capital of France?"]
+    whole = 0
+    for goal in goals:
+        init = ReactInitiator(goal, [calculator])
+        ids, tools, _ = backend.render(init, ChatContext(), tool_calls=True)
+        grammar = tool_call_grammar([s for _, s in tools.values()],
+                                    tokenizer=backend.tokenizer)
+        free, held = greedy_prefix_agrees(backend, ids, grammar, 48)
+        n = inside_grammar_prefix(backend.tokenizer, grammar, free)
+        assert held[:n] == free[:n], goal
+        if n == len(free):
+            whole += 1
+            assert held == free, goal
+    assert whole == 2  # the calculator goals: the model's own call satisfies the grammar;
+    # the third calls a `lookup` tool it was trained on but is not offered here
