@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mellea_local.rendering.memo import memoised
+from mellea_local.rendering.sandbox import render_chat
 
 __all__ = [
     "HERMES_FORMAT",
@@ -91,8 +92,7 @@ def template_renders_tools(tokenizer: Any) -> bool:
     def compute() -> bool:
         chat = [{"role": "user", "content": "hi"}]
         try:
-            text = tokenizer.apply_chat_template(chat, tools=[_PROBE_TOOL], tokenize=False,
-                                                 add_generation_prompt=True)
+            text = render_chat(tokenizer, chat, tools=[_PROBE_TOOL], add_generation_prompt=True)
         except Exception:  # a template that cannot take tools at all
             return False
         return "probe_tool_zq" in str(text)
@@ -107,8 +107,7 @@ def template_renders_tool_role(tokenizer: Any) -> bool:
         chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
                 {"role": "tool", "content": _PROBE_RESULT}]
         try:
-            text = tokenizer.apply_chat_template(chat, tokenize=False,
-                                                 add_generation_prompt=True)
+            text = render_chat(tokenizer, chat, add_generation_prompt=True)
         except Exception:
             return False
         return _PROBE_RESULT in str(text)

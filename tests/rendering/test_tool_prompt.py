@@ -133,3 +133,18 @@ def test_an_existing_system_turn_gets_the_tools_block_appended(chatml):
                       **{ModelOption.SYSTEM_PROMPT: "You are terse."})
     assert text.startswith("<|start_of_role|>system<|end_of_role|>You are terse.\n\n# Tools")
     assert text.count("<|start_of_role|>system") == 1
+
+
+def test_the_tool_probes_render_in_the_bounded_sandbox(tiny_tokenizer):
+    # A template we did not write must not hang the probe that picks the tool format: it runs
+    # in the same time-bounded sandbox as every render, so a runaway loop ends in seconds.
+    import time
+
+    from mellea_local.rendering.tool_prompt import template_renders_tools
+
+    hostile = copy.deepcopy(tiny_tokenizer)
+    hostile.chat_template = ("{% for a in range(100000) %}{% for b in range(100000) %}"
+                             "{% endfor %}{% endfor %}{{ messages[0]['content'] }}")
+    started = time.monotonic()
+    assert template_renders_tools(hostile) is False
+    assert time.monotonic() - started < 20
