@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from mellea_local.cli.options import DebugOpt, DeviceOpt, DtypeOpt, ThreadsOpt, run_guarded
+from mellea_local.core.backend import REQUIREMENT_CHECK
 
 TRAIN_EPILOG = (
     "DATA: the `check` format with labels, one JSON object a line, e.g.\n\n"
@@ -92,7 +93,7 @@ def train_command(
     task: Annotated[str, typer.Option(
         "--task", help="requirement-check (default), or agent: fine-tune on ReACT traces "
         "(scripts/make_agent_traces.py) into an agent build (training/agent.py).")
-    ] = "requirement-check",
+    ] = REQUIREMENT_CHECK,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
@@ -104,15 +105,19 @@ def train_command(
 
         if task == "agent":  # the agent build has its own loop (training/agent.py)
             from mellea_local.training.agent import AgentTrainConfig, run_agent_cli
+            from mellea_local.training.output import check_out_root
 
+            # --rank/--alpha default to the adapter a requirement-check run starts from; an
+            # agent build starts fresh, so its own defaults stand unless given.
+            sizes = {k: v for k, v in (("rank", rank), ("alpha", alpha)) if v is not None}
             run_agent_cli(AgentTrainConfig(
-                data=str(data), out=str(out), model=model, epochs=epochs, max_steps=max_steps,
-                batch_size=batch_size, lr=lr, rank=rank, alpha=alpha, seed=seed,
-                max_length=max_length, checkpoint_every=checkpoint_every, device=device,
-                dtype=dtype), threads=threads)
+                data=str(data), out=str(check_out_root(out, named=out is not None)),
+                model=model, epochs=epochs, max_steps=max_steps, batch_size=batch_size, lr=lr,
+                seed=seed, max_length=max_length, checkpoint_every=checkpoint_every,
+                device=device, dtype=dtype, **sizes), threads=threads)
             return
-        if task != "requirement-check":
-            raise typer.BadParameter(f"--task takes requirement-check or agent, got {task!r}.")
+        if task != REQUIREMENT_CHECK:
+            raise typer.BadParameter(f"--task takes {REQUIREMENT_CHECK} or agent, got {task!r}.")
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -123,7 +128,6 @@ def train_command(
             TimeRemainingColumn,
         )
 
-        from mellea_local.core.backend import REQUIREMENT_CHECK
         from mellea_local.training import TrainConfig, train_adapter
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")

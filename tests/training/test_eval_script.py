@@ -26,9 +26,13 @@ def test_per_family_accuracy_for_adapter_and_judge(tmp_path):
                    "--adapter", str(ROOT / "adapters/requirement-check/mellea-tiny-chat/alora"),
                    "--judge", "--out", str(out)])
     result = json.loads(out.read_text())
-    assert result["lines"] == 4 and result["torch_threads"] == 1
+    (split,) = result["splits"].values()
+    assert split["lines"] == 4 and result["torch_threads"] == 1
     families = {json.loads(line)["family"] for line in
                 (tmp_path / "eval.jsonl").read_text().splitlines()}
-    for who in ("adapter", "judge"):
-        assert set(result[who]["per_family"]) == families
-        assert 0.0 <= result[who]["overall"] <= 1.0
+    adapter = str(ROOT / "adapters/requirement-check/mellea-tiny-chat/alora")
+    assert set(split["who"]) == {adapter, "judge"}
+    for who in (adapter, "judge"):
+        assert set(split["who"][who]["per_family"]) == families
+        overall = split["who"][who]["overall"]
+        assert overall["n"] == 4 and 0.0 <= overall["accuracy"] <= 1.0
