@@ -26,6 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 $(VENV)/.installed-dev: $(VENV)/.installed
 	scripts/install_llamacpp.sh $(VENV)/bin/pip constraints.txt
 	$(PIP) install -c constraints.txt -e '.[dev,plots,ray,llamacpp]'
+	$(PIP) install -c constraints.txt --no-deps if-verifiable immutabledict langdetect six
 	touch $@
 
 venv: $(VENV)/.installed

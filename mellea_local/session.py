@@ -372,8 +372,11 @@ class MelleaSession:
         model_options: dict[str, Any] | None = None,
         generate_logs: list[Any] | None = None,
         input: Any = None,
+        route: bool = False,
     ) -> list[ValidationResult]:
-        """Check requirements against the newest output in ``ctx`` (or ``output``)."""
+        """Check requirements against the newest output in ``ctx`` (or ``output``).
+
+        ``route=True``: what an IFEval verifier can decide is decided by it (``avalidate``)."""
         ctx = self.ctx
         if not isinstance(ctx, ChatContext):
             history = ctx.as_list() or []
@@ -381,7 +384,7 @@ class MelleaSession:
         if input is not None:
             ctx = ctx.add(input)
         results = await avalidate(reqs, ctx, self.backend, output=output, format=format,
-                                  model_options=model_options)
+                                  model_options=model_options, route=route)
         if generate_logs is not None:
             generate_logs.extend(r.thunk.generate_log if r.thunk is not None else None
                                  for r in results)

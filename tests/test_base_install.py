@@ -41,7 +41,7 @@ def run_blocked(blocked: set[str], code: str, *args: str) -> subprocess.Complete
 
 
 def test_the_public_api_imports_without_any_extra():
-    done = run_blocked({"httpx", "gguf", "ray", "matplotlib"}, """
+    done = run_blocked({"httpx", "gguf", "ray", "matplotlib", "if_verifiable", "langdetect"}, """
         import json
         import mellea_local
         namespace = {}
@@ -50,7 +50,8 @@ def test_the_public_api_imports_without_any_extra():
         print(json.dumps({"star": sorted(set(mellea_local.__all__) - set(namespace)),
                           "dir": sorted(set(mellea_local.__all__) - set(dir(mellea_local))),
                           "count": len(values),
-                          "loaded": sorted(m for m in ("httpx", "ray", "gguf", "matplotlib")
+                          "loaded": sorted(m for m in ("httpx", "ray", "gguf", "matplotlib",
+                                                        "if_verifiable", "langdetect")
                                            if m in sys.modules)}))
     """)
     assert done.returncode == 0, done.stderr
@@ -78,6 +79,28 @@ def test_using_llama_server_backend_without_the_extra_names_it():
         assert line.startswith("llamacpp |")
         assert "pip install 'mellea-local[llamacpp]'" in line and "httpx" in line
     assert "LlamaServerBackend.launch needs" in lines[1]
+
+
+def test_routing_without_the_verify_extra_says_so_once_and_routes_nothing():
+    done = run_blocked({"if_verifiable", "langdetect"}, """
+        import logging, json
+        records = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append(record.getMessage())
+        logging.getLogger("mellea_local").addHandler(Keep())
+        from mellea_local.requirements import verify
+        mapped = verify.map_requirement("Keep it under 50 words.")
+        routed = [verify.route("Keep it under 50 words."), verify.route("No commas.")]
+        print(json.dumps({"mapped": str(mapped), "routed": [str(r) for r in routed],
+                          "warnings": records}))
+    """)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["mapped"] == ("length_constraints:number_words(num_words=50, "
+                              "relation='less than')")
+    assert seen["routed"] == ["None", "None"]
+    assert len(seen["warnings"]) == 1 and 'mellea-local[verify]' in seen["warnings"][0]
 
 
 def test_an_unrelated_import_failure_is_not_passed_off_as_a_missing_extra():

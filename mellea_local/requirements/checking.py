@@ -12,6 +12,12 @@ Each requirement goes one of three ways, decided here and not by the backend:
 3. otherwise the model answers a yes/no question, read with the requirement's
    ``_judge_reader()`` (the yes/no parser for an ``ALoraRequirement`` without its adapter).
 
+Opt-in routing (``route=True``, our deviation from mellea 0.8, which has no such option): a
+requirement without a ``validation_fn`` whose whole description maps confidently to one
+verifier of Google's IFEval registry (``verify.route``) is decided by that program instead,
+with no forward at all: score 1.0 or 0.0 and a ``reason`` naming the verifier and its kwargs.
+Off by default; without the ``[verify]`` extra every requirement goes on as above (logged once).
+
 The engine sees requirements only through those hooks and the plain attributes
 (``validation_fn``, ``description``, ``judge_prompt``), so it depends on no requirement class:
 ``Requirement.validate`` and ``validate.avalidate`` both call it.
@@ -105,6 +111,20 @@ async def _run_fn(r: Checkable, ctx: Context) -> ValidationResult:
     )
 
 
+async def _verified(r: Checkable, mapping: Any, ctx: Context) -> ValidationResult:
+    """The registry program's verdict on the output text: no model call at all."""
+    from mellea_local.requirements.verify import verify
+
+    verdict = verify(mapping, _output_text(ctx))
+    state = "satisfied" if verdict else "not satisfied"
+    return ValidationResult(
+        verdict,
+        reason=f"Requirement {state} (verified by ifeval {mapping}): {r.description}",
+        score=1.0 if verdict else 0.0,
+        context=ctx,
+    )
+
+
 async def _judge(
     r: Checkable,
     ctx: Context,
@@ -194,10 +214,12 @@ async def check_requirements(
     output: Any = None,
     format: type[Any] | None = None,
     model_options: dict[str, Any] | None = None,
+    route: bool = False,
 ) -> list[ValidationResult]:
     """Check requirements already known to be checkable (a validation_fn or a non-blank
     description); results keep their order. The context, backend and options are checked
-    here, before anything runs."""
+    here, before anything runs. ``route=True`` lets a program decide what it can verify
+    (module docstring)."""
     ctx = _validation_context(check_context(context), output)
     check_backend(backend)
     check_options(model_options)
@@ -205,7 +227,18 @@ async def check_requirements(
     # Plan every check before starting any, so a planning error leaves nothing running.
     singles: list[int] = []
     batches: dict[str, list[int]] = {}
+    routed: dict[int, Any] = {}
+    if route:
+        from mellea_local.requirements import verify
+
+        for i, r in enumerate(checked):
+            if r.validation_fn is None and r.description:
+                mapping = verify.route(r.description)
+                if mapping is not None:
+                    routed[i] = mapping
     for i, r in enumerate(checked):
+        if i in routed:
+            continue
         name = None if r.validation_fn is not None else _adapter_name(r, backend)
         if name is None:
             singles.append(i)
@@ -218,6 +251,8 @@ async def check_requirements(
         )
 
     jobs: list[tuple[list[int], Any]] = []
+    for i, mapping in routed.items():
+        jobs.append(([i], _verified(checked[i], mapping, ctx)))
     for i in singles:
         r = checked[i]
         if r.validation_fn is not None:

@@ -20,6 +20,7 @@ from mellea_local.core.backend import Backend
 from mellea_local.core.context import Context
 from mellea_local.core.sync import sync_twin
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import InputTypeError
 from mellea_local.inputs import description_of, requirement_list
 from mellea_local.requirements.checking import check_requirements
 from mellea_local.requirements.requirement import Requirement, ValidationResult, reqify
@@ -44,15 +45,24 @@ async def avalidate(
     output: Any = None,
     format: type[Any] | None = None,
     model_options: dict[str, Any] | None = None,
+    route: bool = False,
 ) -> list[ValidationResult]:
     """Check each requirement (strings become Requirements); results keep their order.
 
     ``reqs`` is one requirement or a list of them; each needs a validation_fn or a non-blank
     description (``InvalidInputError`` / ``InputTypeError`` otherwise, before anything runs).
+
+    ``route=True`` (our deviation; mellea 0.8 has no such option): a requirement whose whole
+    text maps confidently to one IFEval registry verifier ("Keep it under 50 words.", "Reply
+    in JSON.") is decided by that program, exactly and with no forward; its ``reason`` says
+    "verified by ifeval <verifier>(<kwargs>)". Everything else is judged as without it. Needs
+    the ``[verify]`` extra; without it, routing is skipped with one logged warning.
     """
+    if not isinstance(route, bool):
+        raise InputTypeError(f"route must be True or False, got {route!r:.60}.")
     results = await check_requirements(
         _requirements(reqs), context, backend,
-        output=output, format=format, model_options=model_options,
+        output=output, format=format, model_options=model_options, route=route,
     )
     judged = output if output is not None else context.last_output()
     return mark_truncated(results, judged)
