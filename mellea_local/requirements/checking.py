@@ -229,11 +229,11 @@ async def check_requirements(
     batches: dict[str, list[int]] = {}
     routed: dict[int, Any] = {}
     if route:
-        from mellea_local.requirements import verify
+        from mellea_local.requirements.verify import route as route_of
 
         for i, r in enumerate(checked):
             if r.validation_fn is None and r.description:
-                mapping = verify.route(r.description)
+                mapping = route_of(r.description)
                 if mapping is not None:
                     routed[i] = mapping
     for i, r in enumerate(checked):
