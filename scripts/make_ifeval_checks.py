@@ -122,6 +122,7 @@ def load_registry() -> dict[str, Any]:
                              "immutabledict langdetect six")
         stub = types.ModuleType("if_verifiable")
         stub.__path__ = list(spec.submodule_search_locations)
+        stub.__spec__ = spec  # find_spec("if_verifiable") must keep answering
         sys.modules["if_verifiable"] = stub
     import langdetect
     import nltk

@@ -430,6 +430,7 @@ def registry() -> dict[str, Any] | None:
                 raise ModuleNotFoundError("No module named 'if_verifiable'", name="if_verifiable")
             stub = types.ModuleType("if_verifiable")
             stub.__path__ = list(spec.submodule_search_locations)
+            stub.__spec__ = spec  # find_spec("if_verifiable") must keep answering
             sys.modules["if_verifiable"] = stub
         import langdetect
         from if_verifiable.ifeval import instructions_registry
