@@ -109,8 +109,14 @@ def train_command(
 
             # --rank/--alpha default to the adapter a requirement-check run starts from; an
             # agent build starts fresh, so its own defaults stand unless given.
-            sizes = {k: v for k, v in (("rank", rank), ("alpha", alpha)) if v is not None}
-            run_agent_cli(AgentTrainConfig(
+            sizes: dict[str, Any] = {k: v for k, v in (("rank", rank), ("alpha", alpha))
+                                     if v is not None}
+            if target_modules is not None:
+                sizes["target_modules"] = tuple(
+                    m.strip() for m in target_modules.split(",") if m.strip())
+            if kind not in ("alora", "lora"):
+                raise typer.BadParameter(f"--kind takes alora or lora, got {kind!r}.")
+            run_agent_cli(AgentTrainConfig(alora=kind == "alora",
                 data=str(data), out=str(check_out_root(out, named=out is not None)),
                 model=model, epochs=epochs, max_steps=max_steps, batch_size=batch_size, lr=lr,
                 seed=seed, max_length=max_length, checkpoint_every=checkpoint_every,

@@ -8,10 +8,23 @@ same components, the same tool format: the template's own, or the Hermes fallbac
 ``rendering.tool_prompt``), and the loss is on the step's tokens only (its thinking and call,
 up to the end-of-turn token).
 
-Output: ``OUT/agent/<base>/lora/`` (PEFT LoRA, safetensors) and ``OUT/agent/<base>/merged/``,
-the base with the LoRA merged in, a plain model folder ``LocalHFBackend`` loads
-(``LocalHFBackend("OUT/agent/<base>/merged")``). Checkpoints under ``OUT/agent/<base>/
-checkpoint/`` every ``checkpoint_every`` steps; the same command resumes from the last one.
+Two kinds of build (``AgentTrainConfig.alora``):
+
+* **aLoRA (default)**: an activated LoRA whose invocation is the template's assistant header
+  (``<|im_start|>assistant\n`` on ChatML). Every token before a step's header (the tools, the
+  goal, earlier steps and observations) stays the base model's, so the KV cache that a step
+  reuses, and that a requirement check after the agent's turn reuses, is the base model's
+  cache: agent steps and checks share one conversation prefill. Training is cheap for the same
+  reason: the prompt runs once without autograd and only the header and the step (tens of
+  tokens) carry gradients (the split ``training.loop`` uses for check adapters).
+  Output: ``OUT/agent/<base>/alora/`` (PEFT aLoRA, safetensors, ``training.json``).
+* **LoRA** (``alora=False``): a plain LoRA on every token, written as ``OUT/agent/<base>/lora/``
+  and ``OUT/agent/<base>/merged/`` (the base with the LoRA merged in, a plain model folder
+  ``LocalHFBackend`` loads). Its prefill is not the base model's, so a check after its turn
+  cannot reuse the agent's cache with a check adapter trained on the base.
+
+Checkpoints under ``OUT/agent/<base>/checkpoint/`` every ``checkpoint_every`` steps; the same
+command resumes from the last one.
 """
 
 from __future__ import annotations
@@ -59,8 +72,13 @@ class AgentTrainConfig:
     max_steps: int | None = None
     batch_size: int = 4
     lr: float = 5e-4
-    rank: int = 16
-    alpha: int = 32
+    # IBM's aLoRA recipe (all linear layers, r32): an aLoRA sees the prompt only through the
+    # base model's keys and values, so it gets more capacity than a plain LoRA would need.
+    rank: int = 32
+    alpha: int = 64
+    alora: bool = True
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                       "up_proj", "down_proj")
     seed: int = 0
     max_length: int = 1024
     checkpoint_every: int = 25
@@ -134,6 +152,26 @@ def step_examples(trace: dict[str, Any], tokenizer: Any) -> list[tuple[list[int]
     return out
 
 
+def invocation_ids(tokenizer: Any) -> list[int]:
+    """The template's assistant header as token ids: what an agent aLoRA is invoked by.
+
+    Found as the text a generation prompt adds after the last turn, and checked to be a whole
+    token sequence at the end of a rendered prompt (a header that merged with the text before
+    it could never be found in the tokens actually fed)."""
+    turns = [{"role": "user", "content": "Hi"}]
+    bare = render_prompt(tokenizer, turns, None, add_generation_prompt=False)
+    asked = render_prompt(tokenizer, turns, None, add_generation_prompt=True)
+    header = asked.text[len(bare.text):] if asked.text.startswith(bare.text) else ""
+    ids = tokenizer.encode(header, add_special_tokens=False) if header else []
+    full = asked.encode(tokenizer)
+    if not ids or full[-len(ids):] != ids:
+        raise TrainingDataError(
+            "This model's chat template has no assistant header that tokenizes on its own "
+            f"(header {header!r}), so an agent aLoRA cannot be invoked by it; train a plain "
+            "LoRA instead (AgentTrainConfig(alora=False)).")
+    return ids
+
+
 def load_traces(path: str) -> list[dict[str, Any]]:
     traces = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -193,9 +231,42 @@ def _loss(model: Any, batch: dict[str, Any]) -> torch.Tensor:
                            batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
 
 
+def _alora_loss(model: Any, rows: list[tuple[list[int], list[int]]], header: int,
+                backward: bool) -> float:
+    """Mean token loss of ``rows`` through an aLoRA whose invocation is each prompt's last
+    ``header`` tokens; with ``backward`` the gradients are accumulated.
+
+    The tokens before the header run through the base model without autograd (they are the
+    base model's under an aLoRA, so this is the same loss and gradient as the whole sequence
+    through PEFT); the header and the step run through the adapter."""
+    from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
+
+    base = model.get_base_model()
+    device = model.device
+    total = sum(len(t) for _, t in rows)
+    value = 0.0
+    for prompt, step in rows:
+        cut = len(prompt) - header
+        with torch.no_grad():
+            head = torch.tensor([prompt[:cut]], device=device)
+            cache = output_cache(base(input_ids=head, use_cache=True, logits_to_keep=1))
+        tail = prompt[cut:] + step
+        ids = torch.tensor([tail], device=device)
+        logits = model(input_ids=ids, alora_offsets=[len(tail)], use_cache=True,
+                       logits_to_keep=len(step) + 1,
+                       **{cache_kwarg_name(base): cache}).logits[0, :-1].float()
+        loss = F.cross_entropy(logits, torch.tensor(step, device=device), reduction="sum")
+        loss = loss / total
+        if backward:
+            loss.backward()
+        value += float(loss.detach())
+    return value
+
+
 def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], None] | None = None
                 ) -> Path:
-    """Train the agent LoRA, write it and the merged model; returns the merged folder."""
+    """Train the agent build and write it; returns the aLoRA folder (``alora=True``) or the
+    merged model folder (``alora=False``)."""
     from peft import LoraConfig, get_peft_model
     from safetensors.torch import load_file, save_file
 
@@ -209,9 +280,16 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
             f"(first: example {too_long[0]}); raise --max-length or offer fewer tools.")
     root = Path(cfg.out) / "agent" / base
     ckpt = root / "checkpoint"
+    invocation = invocation_ids(tokenizer) if cfg.alora else None
+    if invocation is not None:
+        bad = [i for i, (p, _) in enumerate(rows) if p[-len(invocation):] != invocation]
+        if bad:
+            raise TrainingDataError(
+                f"{len(bad)} step prompt(s) do not end with the assistant header "
+                f"{invocation} (first: example {bad[0]}); the aLoRA could not be invoked there.")
     peft_cfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
-                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                          task_type="CAUSAL_LM")
+                          target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
+                          alora_invocation_tokens=invocation)
     torch.manual_seed(cfg.seed)
     model = get_peft_model(model, peft_cfg)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -247,12 +325,17 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * ((step + 1) / warm if step < warm else
                                     1.0 - 0.9 * (step - warm) / max(1, total - warm))
-        loss = _loss(model, _batch(chosen, pad, model.device))
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if invocation is not None:
+            loss_value = _alora_loss(model, chosen, len(invocation), backward=True)
+        else:
+            loss = _loss(model, _batch(chosen, pad, model.device))
+            loss.backward()
+            loss_value = float(loss.detach())
+        if not math.isfinite(loss_value):
+            raise TrainingError(f"The loss became {loss_value} at step {step + 1}; lower --lr.")
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
-        loss_value = float(loss.detach())
         if on_step is not None:
             on_step(step + 1, total, loss_value)
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == total:
@@ -269,7 +352,14 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
     model.eval()
     report = {"task": "agent", "base": base, "steps": total, "examples": len(rows),
               "traces": len(traces), "final_loss": loss_value,
-              "seconds": round(time.time() - started, 1), "config": asdict(cfg)}
+              "seconds": round(time.time() - started, 1), "config": asdict(cfg),
+              "invocation_tokens": invocation}
+    if invocation is not None:
+        out = root / "alora"
+        shutil.rmtree(out, ignore_errors=True)
+        model.save_pretrained(str(out))
+        (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
+        return out
     lora = root / "lora"
     shutil.rmtree(lora, ignore_errors=True)
     model.save_pretrained(str(lora))
@@ -297,7 +387,10 @@ def run_agent_cli(cfg: AgentTrainConfig, *, threads: int | None) -> Path:
         if step == 1 or step % 10 == 0 or step == total:
             console.print(f"step {step}/{total} loss {loss:.4f}")
 
-    merged = train_agent(cfg, on_step=show)
-    console.print(f"agent LoRA: {merged.parent / 'lora'}")
-    console.print(f"use it: mellea-local react --model {merged} \"GOAL\"")
-    return merged
+    built = train_agent(cfg, on_step=show)
+    if cfg.alora:
+        console.print(f"agent aLoRA: {built}")
+        return built
+    console.print(f"agent LoRA: {built.parent / 'lora'}")
+    console.print(f"use it: mellea-local react --model {built} \"GOAL\"")
+    return built

@@ -108,13 +108,13 @@ def test_each_training_prompt_is_what_react_renders_for_that_step(tiny_tokenizer
     assert target.endswith(tok.eos_token)
 
 
-def test_train_task_agent_smoke_on_the_embedded_model(tmp_path):
+def test_train_task_agent_lora_smoke_on_the_embedded_model(tmp_path):
     data, _ = traces(tmp_path, n=4)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["train", str(data), "--task", "agent", "--model",
                                       "embedded", "--out", str(out), "--max-steps", "2",
                                       "--batch-size", "2", "--threads", "1",
-                                      "--max-length", "4096"])
+                                      "--max-length", "4096", "--kind", "lora"])
     assert result.exit_code == 0, result.output
     merged = next(out.glob("agent/*/merged"))
     report = json.loads((merged / "training.json").read_text())
@@ -133,3 +133,60 @@ def test_train_task_agent_smoke_on_the_embedded_model(tmp_path):
     with contextlib.suppress(ReactLoopError):
         asyncio.run(react("What is 2 + 3?", ChatContext(), backend, tools=[calculator],
                           loop_budget=1, model_options={ModelOption.MAX_NEW_TOKENS: 32}))
+
+
+def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tiny_tokenizer):
+    from mellea_local.training.agent import invocation_ids
+
+    data, _ = traces(tmp_path, n=4)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["train", str(data), "--task", "agent", "--model",
+                                      "embedded", "--out", str(out), "--max-steps", "2",
+                                      "--batch-size", "2", "--threads", "1",
+                                      "--max-length", "4096"])
+    assert result.exit_code == 0, result.output
+    built = next(out.glob("agent/*/alora"))
+    config = json.loads((built / "adapter_config.json").read_text())
+    header = invocation_ids(tiny_tokenizer)
+    assert config["alora_invocation_tokens"] == header
+    assert "assistant" in tiny_tokenizer.decode(header)
+    report = json.loads((built / "training.json").read_text())
+    assert report["steps"] == 2 and report["invocation_tokens"] == header
+    assert not (built.parent / "merged").exists()  # an aLoRA is never merged into the base
+
+
+def test_alora_agent_loss_equals_the_whole_sequence_through_peft(tiny_model, tiny_tokenizer,
+                                                                 tmp_path):
+    """The split (prompt without autograd, header and step through the adapter) gives the
+    loss and gradients of the whole sequence through PEFT's aLoRA (float32, 1e-5)."""
+    import torch
+    import torch.nn.functional as F
+    from peft import LoraConfig, get_peft_model
+
+    from mellea_local.training.agent import _alora_loss, invocation_ids
+
+    tok = copy.deepcopy(tiny_tokenizer)
+    _, rows = traces(tmp_path, n=12)
+    examples = [ex for r in rows[:3] for ex in step_examples(r, tok)][:3]
+    header = invocation_ids(tok)
+    assert all(p[-len(header):] == header for p, _ in examples)
+    model = get_peft_model(copy.deepcopy(tiny_model), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+        alora_invocation_tokens=header))
+    params = [p for p in model.parameters() if p.requires_grad]
+    split = _alora_loss(model, examples, len(header), backward=True)
+    split_grads = [p.grad.clone() for p in params]
+    model.zero_grad()
+    total = sum(len(t) for _, t in examples)
+    whole = 0.0
+    for prompt, step in examples:
+        ids = torch.tensor([prompt + step])
+        logits = model(input_ids=ids, alora_offsets=[len(header) + len(step)]).logits[0]
+        loss = F.cross_entropy(logits[len(prompt) - 1:-1].float(), torch.tensor(step),
+                               reduction="sum") / total
+        loss.backward()
+        whole += float(loss)
+    assert abs(split - whole) < 1e-5
+    for a, p in zip(split_grads, params, strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in split_grads)  # the adapter was really trained
