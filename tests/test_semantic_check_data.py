@@ -37,8 +37,10 @@ def test_same_seed_same_bytes_and_the_shipped_files_are_seed_zero(tmp_path):
         msc.main(["--out-train", str(tr), "--out-heldout", str(ho)])
         outs.append((tr.read_bytes(), ho.read_bytes()))
     assert outs[0] == outs[1]
-    assert outs[0] == ((DATA / "semantic.train.jsonl").read_bytes(),
-                       (DATA / "semantic.heldout.jsonl").read_bytes())
+    assert outs[0] == (
+        (DATA / "semantic.train.jsonl").read_bytes(),
+        (DATA / "semantic.heldout.jsonl").read_bytes(),
+    )
     other = tmp_path / "seed1.train.jsonl"
     msc.main(["--seed", "1", "--out-train", str(other), "--out-heldout", str(tmp_path / "h1")])
     assert other.read_bytes() != outs[0][0]
@@ -85,6 +87,9 @@ def test_inserted_sentence_is_in_the_answer_and_lengths_do_not_give_the_label(sh
             assert r["words"][0] in r["messages"][1]["content"]
     for fam in {r["family"] for r in train} - {"refusal", "gives-steps"}:
         rs = [r for r in train if r["family"] == fam]
-        mean = {lab: sum(len(r["messages"][1]["content"].split()) for r in rs if r["label"] == lab)
-                / sum(r["label"] == lab for r in rs) for lab in (True, False)}
+        mean = {
+            lab: sum(len(r["messages"][1]["content"].split()) for r in rs if r["label"] == lab)
+            / sum(r["label"] == lab for r in rs)
+            for lab in (True, False)
+        }
         assert abs(mean[True] - mean[False]) <= 3, (fam, mean)
