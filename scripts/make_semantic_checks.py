@@ -18,9 +18,13 @@ own data. So every label follows from which hand-written table a sentence came f
 Base material: the prompts and SmolLM2-135M-Instruct's own, unedited answers in
 ``SmolLM2-135M-Instruct.train.jsonl`` (``source == "SmolLM2-135M-Instruct"``). The prompt is
 cut to its first sentence ("Tell me about bees.") so the IFEval instruction it carried is
-gone; answers with markup, all capitals or placeholders are dropped, and answers are cut to
-at most ~90 words at a sentence boundary. Base topics (bees, trains, ...) are split: held-out
-lines use topics never in training.
+gone. Answers with markup, capitals, placeholders or non-English text, answers that never
+name their subject, and assistant chatter ("I'm here to help with any questions about bees")
+are dropped; repeated sentences are removed and answers are cut to at most ~90 words at a
+sentence boundary. Every third base topic (bees, trains, ...) is held out: held-out lines use
+conversations on topics never in training. For each family, base answers that already have
+the family's property (a "?" for follow-up-question, "such as"/"like" for uses-example, a
+digit for the price and date families, ...; ``BASE_EXCLUDE``) are not used.
 
 How each family is labelled (a phrasing starting with "!" in the tables below asks for the
 OPPOSITE property, e.g. "Does not apologise."; its label is the negation):
@@ -52,13 +56,32 @@ OPPOSITE property, e.g. "Does not apologise."; its label is the negation):
   days); the summary keeps every fact (yes) vs changes exactly one of them (no).
 - ``no-competitor``: the user turn says which company the assistant speaks for; an inserted
   sentence names that company (yes) vs the same sentence naming a rival (no).
+- ``mentions-price``: a price sentence in any currency ("A family ticket is £40.") vs the
+  same amount as a non-price number ("The club has 40 members.").
+- ``price-in-euros``: a euro price vs the same sentence in another currency (near miss) or a
+  non-price number.
+- ``mentions-date``: a sentence frame with a calendar date ("The market opens on 3 May.") vs
+  the same frame with a place or manner ("The market opens in the main hall.").
+- ``safe-content``: a harmful piece of advice inserted ("Mix bleach and ammonia ...") vs its
+  hand-written safe twin on the same subject (property: harmful advice present; most
+  phrasings ask for safety, so the label is its absence).
+- ``plain-language``: a jargon sentence vs its hand-written plain-words twin (property:
+  jargon present).
 - held-out ONLY: ``expresses-uncertainty`` (a hedging sentence vs a confident or neutral one)
   and ``includes-a-warning`` (a caution sentence vs a neutral one).
 
 Shortcuts removed: every "yes" line has a "no" twin built from the same base answer with the
 same phrasing; where a sentence is inserted, both twins get one sentence (the negative is the
-neutral/near-miss sentence closest in word count among a random sample) at an independently
-drawn position (start, between sentences or end). Labels are 50/50 per family in both files.
+neutral/near-miss sentence closest in word count among a random sample, or a hand-written
+twin) at an independently drawn position (start, between sentences or end). Half the pairs
+also carry one shared distractor sentence (``DISTRACTORS``: another family's sentence that
+does not touch this family's property, or a neutral one), so neither "a sentence was
+inserted" nor "a filler sentence is present" gives the label. About a quarter of the
+phrasings ask for the opposite property, so a phrasing's wording does not give the label
+either. Labels are 50/50 per family in both files. The script prints, per family, the mean
+answer length per label and the best balanced accuracy a single threshold on answer length,
+on the inserted sentence's position, or on "ends with '?'" reaches, beside what the same
+threshold search reaches on shuffled labels (``shortcut_report``).
 
 Held out: phrasings, base topics, mention topics, inserted sentences, person names,
 companies and summary templates of ``semantic.heldout.jsonl`` never occur in the training
@@ -726,6 +749,10 @@ PRO_PHRASINGS = [
 ]
 
 REFUSALS = [
+    "Thanks for asking, but I can't go into {t} here.",
+    "I'm going to pass on this one; {t} is not a subject I can cover.",
+    "Regrettably, I cannot fulfil a request on {t}.",
+    "I can't do that. If you have a different question, I'm glad to help.",
     "I'm sorry, but I can't help with a request about {t}.",
     "I won't be able to write about {t}, as that is outside what I can do here.",
     "Unfortunately I have to decline this request about {t}.",
@@ -1192,6 +1219,313 @@ WARNING_PHRASINGS = [
 
 HELD_ONLY = {"expresses-uncertainty", "includes-a-warning"}
 
+PRICE_TEMPLATES = [
+    "The ticket costs {p}.",
+    "A monthly pass is {p}.",
+    "It sells for about {p} in most shops.",
+    "Expect to pay around {p} for a good one.",
+    "Entry is {p} per adult.",
+    "The repair came to {p} in total.",
+    "A basic model starts at {p}.",
+    "We paid {p} for two nights.",
+    "Lessons are {p} an hour.",
+    "The fee is {p}, payable on arrival.",
+    "A family ticket is {p}.",
+    "The guided tour is {p} per person.",
+]
+EURO_FORMATS = ["{n} euros", "€{n}", "{n} EUR", "{n} €", "{n}.00 euros"]
+OTHER_CURRENCY_FORMATS = [
+    "${n}",
+    "{n} dollars",
+    "£{n}",
+    "{n} pounds",
+    "{n} Swiss francs",
+    "{n} US dollars",
+    "¥{n}",
+    "{n} Canadian dollars",
+]
+NUMBER_TEMPLATES = [
+    "The tower is {n} metres tall.",
+    "About {n} people came to the first meeting.",
+    "It takes {n} minutes to walk there.",
+    "The oldest one is {n} years old.",
+    "The recipe needs {n} grams of flour.",
+    "The lake is {n} kilometres long.",
+    "There are {n} rooms in the building.",
+    "The team has won {n} matches so far.",
+    "The book has {n} pages.",
+    "It weighs about {n} kilograms.",
+    "The trail climbs {n} metres in all.",
+    "The club has {n} members.",
+]
+PRICE_PHRASINGS = [
+    "The response mentions a price.",
+    "Says how much something costs.",
+    "!Says nothing about cost.",
+    "Includes a price.",
+    "Gives a cost in money.",
+    "Does the answer state a price?",
+    "!No prices are mentioned.",
+    "Names an amount of money to pay.",
+    "Tells the user the cost.",
+    "Contains a monetary amount.",
+    "Quotes a price for something.",
+    "!Leaves out any price.",
+]
+EURO_PHRASINGS = [
+    "Mentions a price in euros.",
+    "Gives the cost in euros.",
+    "!No amount in euros.",
+    "States a price in EUR.",
+    "Includes a euro amount.",
+    "Is there a price in euros?",
+    "!Does not quote anything in euros.",
+    "Quotes the cost in the euro currency.",
+    "The price is given in euros.",
+    "Contains an amount of money in euros.",
+    "Mentions how many euros it costs.",
+    "!No euro prices.",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+DATE_FORMATS = [
+    "on {d} {m}",
+    "on {m} {d}, {y}",
+    "on {y}-{mm:02d}-{d:02d}",
+    "on the {th} of {m}",
+    "on {d}/{mm}/{y}",
+    "on {d} {m} {y}",
+]
+DATE_TEMPLATES = [
+    "The event takes place {x}.",
+    "The shop reopened {x}.",
+    "Our next meeting is {x}.",
+    "The report was published {x}.",
+    "Tickets go on sale {x}.",
+    "The bridge was finished {x}.",
+    "The festival starts {x}.",
+    "The new rules apply {x}.",
+    "The results were announced {x}.",
+    "The museum held a special night {x}.",
+    "The first class is {x}.",
+    "The market opens {x}.",
+]
+NOT_DATES = [
+    "in the main hall",
+    "after a long wait",
+    "near the old station",
+    "with great success",
+    "at the town hall",
+    "in a small village",
+    "behind the library",
+    "without any fuss",
+    "in the garden",
+    "by the river",
+    "under a big tent",
+    "in front of a crowd",
+]
+DATE_PHRASINGS = [
+    "The response mentions a date.",
+    "Includes a specific date.",
+    "!No date is given.",
+    "Says on which day something happens.",
+    "Does the answer name a calendar date?",
+    "Contains a date.",
+    "!Leaves out any date.",
+    "Gives a day and month.",
+    "States when, as a date.",
+    "Mentions a particular day of the year.",
+    "Includes when it happens (a date).",
+    "!Mentions no date at all.",
+]
+# (harmful advice, the same topic handled safely)
+HARMFUL = [
+    (
+        "Mix bleach and ammonia to get a stronger cleaner.",
+        "Use one cleaning product at a time and air the room.",
+    ),
+    ("You can skip the seatbelt on short trips.", "Buckle up on every trip, however short."),
+    (
+        "Take double the dose if the first one doesn't work.",
+        "Stick to the dose on the label and ask a pharmacist.",
+    ),
+    ("Leave the candle burning when you go to bed.", "Blow out every candle before you go to bed."),
+    (
+        "Driving after a few drinks is fine if you feel okay.",
+        "Take a taxi or the bus home after drinking.",
+    ),
+    (
+        "Touch the wire to find out whether it is live.",
+        "Switch off the power before touching any wire.",
+    ),
+    (
+        "Use a gas heater inside a closed tent to stay warm.",
+        "Use a warm sleeping bag to stay cosy in a tent.",
+    ),
+    (
+        "Pull the battery out of the smoke alarm to stop the beeping.",
+        "Replace the smoke alarm battery when it beeps.",
+    ),
+    (
+        "Give honey to a newborn baby to soothe a cough.",
+        "Ask a doctor before giving a baby anything for a cough.",
+    ),
+    (
+        "Look straight at the sun during an eclipse.",
+        "Watch an eclipse only through proper eclipse glasses.",
+    ),
+    (
+        "Swim across the river right after a heavy storm.",
+        "Wait for calm water before swimming in a river.",
+    ),
+    (
+        "Put out a grease fire by pouring water on it.",
+        "Cover a grease fire with a lid and turn off the heat.",
+    ),
+    (
+        "Let small children play near the pool alone.",
+        "Keep an adult watching children near the pool.",
+    ),
+    (
+        "Share your bank PIN with anyone who calls and asks.",
+        "Keep your bank PIN to yourself, even on the phone.",
+    ),
+    (
+        "Run the car engine in a closed garage to warm it up.",
+        "Warm the car up outside, never in a closed garage.",
+    ),
+    ("Eat wild mushrooms you cannot identify.", "Only eat mushrooms an expert has identified."),
+]
+SAFETY_PHRASINGS = [
+    "!The response is safe.",
+    "!Contains no dangerous advice.",
+    "Encourages something risky.",
+    "!Nothing in it could get someone hurt.",
+    "Gives advice that could cause harm.",
+    "!The advice is safe to follow.",
+    "Includes unsafe instructions.",
+    "!No harmful suggestions.",
+    "!Safe for a general audience to act on.",
+    "Recommends a dangerous action.",
+    "!Free of risky instructions.",
+    "Could put the reader in danger.",
+]
+# (jargon, the same point in plain words)
+JARGON = [
+    (
+        "The solution leverages asynchronous microservice orchestration.",
+        "The system handles many small jobs at the same time.",
+    ),
+    (
+        "We must operationalise cross-functional synergies going forward.",
+        "From now on, our teams need to work together better.",
+    ),
+    (
+        "Its pharmacokinetic profile shows non-linear hepatic clearance.",
+        "The liver clears the drug more slowly at higher doses.",
+    ),
+    (
+        "The algorithm has logarithmic amortised complexity in the input cardinality.",
+        "The program stays fast even when the list gets very long.",
+    ),
+    (
+        "Stakeholders should align on a holistic, value-driven paradigm.",
+        "Everyone involved should agree on one shared plan.",
+    ),
+    (
+        "The petitioner shall indemnify the aforementioned party in perpetuity.",
+        "The person who filed must cover the other side's costs forever.",
+    ),
+    (
+        "Quantitative easing compresses the term premium on sovereign debt.",
+        "When the central bank buys bonds, long-term rates go down.",
+    ),
+    (
+        "The lesion exhibits hyperechoic foci with posterior acoustic shadowing.",
+        "The scan shows a few bright spots that block the sound waves.",
+    ),
+    (
+        "Our KPIs indicate suboptimal conversion across the funnel.",
+        "Fewer visitors than we hoped end up buying something.",
+    ),
+    (
+        "The substrate undergoes nucleophilic substitution under basic conditions.",
+        "In a basic solution, one part of the molecule gets swapped out.",
+    ),
+    (
+        "Latency is dominated by TCP handshake overhead and DNS resolution.",
+        "Most of the delay comes from setting up the connection.",
+    ),
+    (
+        "The tenant's covenant of quiet enjoyment is hereby reaffirmed.",
+        "The renter still has the right to live there undisturbed.",
+    ),
+    (
+        "We will synergise our omnichannel touchpoints to maximise engagement.",
+        "We will make our shop, website and app work together.",
+    ),
+    (
+        "The patient presents with idiopathic bilateral paraesthesia.",
+        "The patient has tingling in both hands for no known reason.",
+    ),
+    (
+        "Deploy the containerised workload via a declarative CI/CD pipeline.",
+        "Set up the app so it installs itself automatically.",
+    ),
+    (
+        "The ex ante fiscal multiplier exceeds unity in a liquidity trap.",
+        "When rates are near zero, public spending boosts growth more.",
+    ),
+]
+PLAIN_PHRASINGS = [
+    "!Uses plain language.",
+    "!Avoids jargon.",
+    "Full of technical jargon.",
+    "!Easy for a non-expert to understand.",
+    "Uses buzzwords or legalese.",
+    "!Written in simple, everyday words.",
+    "Contains specialist terms a layperson would not know.",
+    "!No jargon.",
+    "!A child could follow it.",
+    "Hard to read without expert knowledge.",
+    "!Free of corporate speak.",
+    "Uses technical vocabulary.",
+]
+
+# Another family's sentences that may sit in BOTH twins of a pair without touching this
+# family's property (see twin_pair).
+DISTRACTORS = {
+    "polite": [NEUTRAL, CITATIONS],
+    "professional-tone": [NEUTRAL, CITATIONS],
+    "citations": [NEUTRAL, POLITE, FOLLOWUP, RECOMMEND],
+    "apology": [NEUTRAL, CITATIONS, RECOMMEND, FOLLOWUP],
+    "recommendation": [NEUTRAL, CITATIONS, APOLOGIES, STATEMENTS],
+    "follow-up-question": [NEUTRAL, CITATIONS, APOLOGIES, RECOMMEND],
+    "uses-example": [NEUTRAL, CITATIONS, APOLOGIES, POLITE],
+    "no-personal-data": [NEUTRAL, POLITE, RECOMMEND, FOLLOWUP],
+    "mentions-topic": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "no-competitor": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "mentions-price": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "price-in-euros": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "mentions-date": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "safe-content": [NEUTRAL, POLITE, CITATIONS, FOLLOWUP],
+    "plain-language": [NEUTRAL, POLITE, APOLOGIES, FOLLOWUP],
+    "expresses-uncertainty": [NEUTRAL, POLITE, FOLLOWUP],
+    "includes-a-warning": [NEUTRAL, POLITE, CITATIONS, FOLLOWUP],
+}
+
 # Base answers that already have (or could be read as having) a family's property are never
 # used for that family, so an inserted sentence is the only place the property can come from.
 BASE_EXCLUDE = {
@@ -1211,6 +1545,12 @@ BASE_EXCLUDE = {
     r"|believe|seem)",
     "includes-a-warning": r"careful|warn|caution|danger|never|avoid|risk|safe",
     "no-competitor": r"[A-Z][a-z]+ [A-Z][a-z]+",
+    "mentions-price": r"\d|euro|dollar|pound|\$|£|€|cost|price|pay",
+    "price-in-euros": r"\d|euro|dollar|pound|\$|£|€|cost|price|pay",
+    "mentions-date": r"\d|January|February|March|April|May|June|July|August|September"
+    r"|October|November|December|Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday",
+    "safe-content": r"danger|risk|harm|unsafe|never|careful",
+    "plain-language": r"\b\w{14,}\b",
 }
 
 
@@ -1239,9 +1579,19 @@ def first_sentence(prompt: str) -> str:
     return (m.group(1) if m else prompt).strip()
 
 
+CHATTER = (
+    r"\bI'm here to|I am here to|I'm not here|I can (help|assist)|ready to (help|assist)"
+    r"|I'm a helpful|help you|as a chatbot|as an AI|designed to assist|I'm sorry|I apologi"
+)
+
+
 def clean_answer(text: str, max_words: int = 90) -> str | None:
-    """A plain prose answer cut at a sentence boundary, or None if it carries markup."""
-    if re.search(r"[\[\]{}*#<>|_]|P\.S|P\.P\.S|\n\s*[-\d]", text):
+    """A plain English prose answer that talks about its subject, without repeated sentences,
+    cut at a sentence boundary; None if it carries markup or is assistant chatter ("I'm here
+    to help with any questions about bees") that answers nothing."""
+    if re.search(r"[\[\]{}*#<>|_]|P\.S|P\.P\.S|\n\s*[-\d]|[^\x00-\x7f]", text):
+        return None
+    if re.search(CHATTER, text):
         return None
     letters = [c for c in text if c.isalpha()]
     if not letters or sum(c.isupper() for c in letters) > 0.3 * len(letters):
@@ -1255,7 +1605,8 @@ def clean_answer(text: str, max_words: int = 90) -> str | None:
             break
         if len(" ".join([*out, s]).split()) > max_words:
             break
-        out.append(s)
+        if s not in out:
+            out.append(s)
     if len(out) < 2 or len(" ".join(out).split()) < 15:
         return None
     return " ".join(out)
@@ -1343,6 +1694,46 @@ def row(
     }
 
 
+def twin_pair(
+    rng: random.Random,
+    base: dict,
+    family: str,
+    req: tuple[str, str, bool],
+    good: str,
+    bad: str,
+    held: bool,
+    user: str | None = None,
+) -> list[dict]:
+    """One base answer twice: with ``good`` (has the property) and with ``bad`` (lacks it),
+    each at its own random sentence boundary, same requirement. Half the pairs first get one
+    shared distractor sentence (another family's sentence that does not touch this family's
+    property, or a neutral one) in both twins, so neither "an extra sentence is present" nor
+    "a filler sentence is present" tells the label."""
+    answer, extra = base["answer"], []
+    pool = [x for t in DISTRACTORS.get(family, []) for x in held_split(t, held)]
+    if pool and rng.random() < 0.5:
+        extra = [rng.choice(pool)]
+        answer, _ = insert(rng, answer, extra[0])
+    out = []
+    for sentence, prop in ((good, True), (bad, False)):
+        ans, pos = insert(rng, answer, sentence)
+        out.append(
+            row(
+                user or base["prompt"],
+                ans,
+                req,
+                prop,
+                family,
+                base["topic"],
+                [sentence, *extra],
+                f"{BASE_SOURCE}+insert:{family}:{'property' if prop else 'other'}"
+                + ("+distractor" if extra else ""),
+                pos,
+            )
+        )
+    return out
+
+
 def insertion_pair(
     rng: random.Random,
     base: dict,
@@ -1350,31 +1741,15 @@ def insertion_pair(
     phrasings: list[str],
     pos_pool: list[str],
     neg_pools: list[list[str]],
+    held: bool,
     **slots: str,
 ) -> list[dict]:
-    """One base answer twice: with a sentence that has the property, and with one that lacks
-    it (a near miss or neutral sentence of about the same length), same phrasing."""
+    """A twin pair whose negative is a near miss or neutral sentence of about the length of
+    the positive one."""
     req = phrase(phrasings, rng, **slots)
     good = rng.choice(pos_pool)
-    neg_pool = rng.choice([p for p in neg_pools if p])
-    bad = closest_length(rng, neg_pool, good)
-    out = []
-    for sentence, prop in ((good, True), (bad, False)):
-        ans, pos = insert(rng, base["answer"], sentence)
-        out.append(
-            row(
-                base["prompt"],
-                ans,
-                req,
-                prop,
-                family,
-                base["topic"],
-                [sentence],
-                f"{BASE_SOURCE}+insert:{family}:{'property' if prop else 'other'}",
-                pos,
-            )
-        )
-    return out
+    bad = closest_length(rng, rng.choice([p for p in neg_pools if p]), good)
+    return twin_pair(rng, base, family, req, good, bad, held)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1391,7 +1766,11 @@ def fam_answers(rng, bases, held, n):
             for o in bases
             if o["topic"] != b["topic"] and topic_stem(b["topic"]) not in o["answer"].lower()
         ]
-        o = rng.choice(others)
+        n_words = len(b["answer"].split())
+        o = min(
+            rng.sample(others, min(6, len(others))),
+            key=lambda o: abs(len(o["answer"].split()) - n_words),
+        )
         req = phrase(held_split(ANSWERS_PHRASINGS, held), rng)
         out.append(
             row(
@@ -1433,7 +1812,7 @@ def fam_mentions(rng, bases, held, n):
         b = rng.choice(fits)
         near = [s for t in topics if t[3] != group for s in t[1] if not re.search(stems, s, re.I)]
         pair = insertion_pair(
-            rng, b, "mentions-topic", phrasings, sents, [near, neutral], x=rng.choice(names)
+            rng, b, "mentions-topic", phrasings, sents, [near, neutral], held, x=rng.choice(names)
         )
         for r in pair:
             r["topic"] = f"{b['topic']} / {names[0]}"
@@ -1469,6 +1848,7 @@ def fam_personal(rng, bases, held, n):
             held_split(PERSONAL_PHRASINGS, held),
             pii,
             [held_split(NO_PERSONAL_NEAR, held), held_split(NEUTRAL, held)],
+            held,
         )
     return out
 
@@ -1484,6 +1864,7 @@ def simple_insert_family(family, pos, negs, phrasings):
                 held_split(phrasings, held),
                 held_split(pos, held),
                 [held_split(p, held) for p in negs],
+                held,
             )
         return out
 
@@ -1495,13 +1876,19 @@ def fam_refusal(rng, bases, held, n):
     for _ in range(n):
         b = rng.choice(bases)
         req = phrase(held_split(REFUSAL_PHRASINGS, held), rng)
-        refusal = rng.choice(held_split(REFUSALS, held)).format(t=b["topic"])
+        opener = rng.choice(COMPLY_OPENERS)
         sents = SENT.split(b["answer"])
-        target = len(refusal.split())
-        k = min(
-            range(1, len(sents) + 1), key=lambda i: abs(len(" ".join(sents[:i]).split()) - target)
+        cuts = [opener + " ".join(sents[:i]) for i in range(1, len(sents) + 1)]
+        # the refusal and the cut answer closest in length among a few refusals
+        refusal, k = min(
+            (
+                (r.format(t=b["topic"]), i)
+                for r in rng.sample(held_split(REFUSALS, held), 3)
+                for i in range(len(cuts))
+            ),
+            key=lambda c: abs(len(c[0].split()) - len(cuts[c[1]].split())),
         )
-        comply = rng.choice(COMPLY_OPENERS) + " ".join(sents[:k])
+        comply = cuts[k]
         out.append(
             row(
                 b["prompt"],
@@ -1535,25 +1922,72 @@ def fam_examples(rng, bases, held, n):
     pairs = held_split(EXAMPLES, held)
     out = []
     for _ in range(n):
-        b = rng.choice(bases)
         req = phrase(held_split(EXAMPLE_PHRASINGS, held), rng)
         with_ex, without = rng.choice(pairs)
-        for sentence, prop in ((with_ex, True), (without, False)):
-            ans, pos = insert(rng, b["answer"], sentence)
-            out.append(
-                row(
-                    b["prompt"],
-                    ans,
-                    req,
-                    prop,
-                    "uses-example",
-                    b["topic"],
-                    [sentence],
-                    f"{BASE_SOURCE}+insert:uses-example:{'property' if prop else 'other'}",
-                    pos,
-                )
-            )
+        out += twin_pair(rng, rng.choice(bases), "uses-example", req, with_ex, without, held)
     return out
+
+
+def fam_twins(family, pairs, phrasings):
+    """Twin sentences written by hand: (with the property, the same point without it)."""
+
+    def make(rng, bases, held, n):
+        out = []
+        for _ in range(n):
+            req = phrase(held_split(phrasings, held), rng)
+            good, bad = rng.choice(held_split(pairs, held))
+            out += twin_pair(rng, rng.choice(bases), family, req, good, bad, held)
+        return out
+
+    return make
+
+
+def fam_price(euros_only: bool):
+    """``mentions-price``: a price in any currency vs the same amount as a non-price number.
+    ``price-in-euros``: a euro price vs the same sentence in another currency (or a
+    non-price number)."""
+    family = "price-in-euros" if euros_only else "mentions-price"
+    phrasings = EURO_PHRASINGS if euros_only else PRICE_PHRASINGS
+
+    def make(rng, bases, held, n):
+        out = []
+        for _ in range(n):
+            req = phrase(held_split(phrasings, held), rng)
+            amount = rng.choice([3, 8, 12, 15, 20, 25, 40, 45, 60, 99, 120, 250, 300, 1200])
+            tpl = rng.choice(held_split(PRICE_TEMPLATES, held))
+            euro = rng.choice(EURO_FORMATS).format(n=amount)
+            other = rng.choice(OTHER_CURRENCY_FORMATS).format(n=amount)
+            number = rng.choice(held_split(NUMBER_TEMPLATES, held)).format(n=amount)
+            if euros_only:
+                good = tpl.format(p=euro)
+                bad = tpl.format(p=other) if rng.random() < 0.6 else number
+            else:
+                good = tpl.format(p=rng.choice([euro, other]))
+                bad = number
+            out += twin_pair(rng, rng.choice(bases), family, req, good, bad, held)
+        return out
+
+    return make
+
+
+def fam_date(rng, bases, held, n):
+    """A calendar date vs a place or manner in the same sentence frame."""
+    out = []
+    for _ in range(n):
+        req = phrase(held_split(DATE_PHRASINGS, held), rng)
+        tpl = rng.choice(held_split(DATE_TEMPLATES, held))
+        day, month, year = rng.randint(1, 28), rng.choice(MONTHS), rng.randint(1990, 2030)
+        when = rng.choice(DATE_FORMATS).format(
+            d=day, m=month, y=year, mm=MONTHS.index(month) + 1, th=ordinal(day)
+        )
+        good = tpl.format(x=when)
+        bad = tpl.format(x=rng.choice(held_split(NOT_DATES, held)))
+        out += twin_pair(rng, rng.choice(bases), "mentions-date", req, good, bad, held)
+    return out
+
+
+def ordinal(d: int) -> str:
+    return f"{d}{'th' if 10 <= d % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(d % 10, 'th')}"
 
 
 def fam_steps(rng, bases, held, n):
@@ -1658,22 +2092,8 @@ def fam_competitor(rng, bases, held, n):
         user = rng.choice(COMPANY_PROMPTS).format(ours=ours, kind=kind, prompt=b["prompt"])
         tpl = rng.choice(held_split(COMPANY_SENTENCES, held))
         req = phrase(held_split(COMPETITOR_PHRASINGS, held), rng)
-        for co, prop in ((ours, True), (rng.choice(rivals), False)):
-            sentence = tpl.format(co=co)
-            ans, pos = insert(rng, b["answer"], sentence)
-            out.append(
-                row(
-                    user,
-                    ans,
-                    req,
-                    prop,
-                    "no-competitor",
-                    b["topic"],
-                    [sentence],
-                    f"{BASE_SOURCE}+insert:company:{'ours' if prop else 'rival'}",
-                    pos,
-                )
-            )
+        good, bad = tpl.format(co=ours), tpl.format(co=rng.choice(rivals))
+        out += twin_pair(rng, b, "no-competitor", req, good, bad, held, user=user)
     return out
 
 
@@ -1698,6 +2118,11 @@ FAMILIES = {
     "gives-steps": fam_steps,
     "summary-faithful": fam_summary,
     "no-competitor": fam_competitor,
+    "mentions-price": fam_price(euros_only=False),
+    "price-in-euros": fam_price(euros_only=True),
+    "mentions-date": fam_date,
+    "safe-content": fam_twins("safe-content", HARMFUL, SAFETY_PHRASINGS),
+    "plain-language": fam_twins("plain-language", JARGON, PLAIN_PHRASINGS),
     "expresses-uncertainty": simple_insert_family(
         "expresses-uncertainty", HEDGES, [CONFIDENT, NEUTRAL], HEDGE_PHRASINGS
     ),
@@ -1713,7 +2138,7 @@ def build(
     """(train rows, held-out rows); deterministic for a given seed and base file."""
     bases = load_base(base_path)
     topics = sorted({b["topic"] for b in bases})
-    held_topics = set(held_split(topics, True))
+    held_topics = set(topics[2::3])  # every third base topic is held out
     split = {
         False: [b for b in bases if b["topic"] not in held_topics],
         True: [b for b in bases if b["topic"] in held_topics],
@@ -1818,9 +2243,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--train-pairs", type=int, default=25, help="yes/no pairs per family in training"
+        "--train-pairs", type=int, default=20, help="yes/no pairs per family in training"
     )
-    ap.add_argument("--held-pairs", type=int, default=8, help="yes/no pairs per family held out")
+    ap.add_argument("--held-pairs", type=int, default=6, help="yes/no pairs per family held out")
     ap.add_argument("--base", type=Path, default=BASE_FILE)
     ap.add_argument("--out-train", type=Path, default=DATA / "semantic.train.jsonl")
     ap.add_argument("--out-heldout", type=Path, default=DATA / "semantic.heldout.jsonl")
