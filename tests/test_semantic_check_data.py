@@ -85,11 +85,15 @@ def test_inserted_sentence_is_in_the_answer_and_lengths_do_not_give_the_label(sh
     for r in train:
         if r["inserted_at"] is not None:
             assert r["words"][0] in r["messages"][1]["content"]
-    for fam in {r["family"] for r in train} - {"refusal", "gives-steps"}:
+    # a threshold on answer length (or on where the sentence went) cannot read the label off
+    # a training family: what the best threshold reaches stays near what it reaches on
+    # shuffled labels (about 0.6 on 40 lines)
+    for fam in {r["family"] for r in train}:
         rs = [r for r in train if r["family"] == fam]
-        mean = {
-            lab: sum(len(r["messages"][1]["content"].split()) for r in rs if r["label"] == lab)
-            / sum(r["label"] == lab for r in rs)
-            for lab in (True, False)
-        }
-        assert abs(mean[True] - mean[False]) <= 3, (fam, mean)
+        labels = [r["label"] for r in rs]
+        words = [len(r["messages"][1]["content"].split()) for r in rs]
+        assert msc.best_threshold_accuracy(words, labels) <= 0.65, fam
+        ins = [(r["inserted_at"], r["label"]) for r in rs if r["inserted_at"] is not None]
+        if ins:
+            pos = msc.best_threshold_accuracy([p for p, _ in ins], [lab for _, lab in ins])
+            assert pos <= 0.70, fam
