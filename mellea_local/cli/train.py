@@ -94,6 +94,10 @@ def train_command(
         "--task", help="requirement-check (default), or agent: fine-tune on ReACT traces "
         "(scripts/make_agent_traces.py) into an agent build (training/agent.py).")
     ] = REQUIREMENT_CHECK,
+    export_checkpoint: Annotated[bool, typer.Option(
+        "--export-checkpoint", help="--task agent: write the build from the run's last "
+        "checkpoint and stop (lands a long run's progress; give the run's own options).")
+    ] = False,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
     debug: DebugOpt = False,
@@ -104,7 +108,13 @@ def train_command(
         import os
 
         if task == "agent":  # the agent build has its own loop (training/agent.py)
-            from mellea_local.training.agent import AgentTrainConfig, run_agent_cli
+            from mellea_local.training.agent import (
+                AgentTrainConfig,
+                run_agent_cli,
+            )
+            from mellea_local.training.agent import (
+                export_checkpoint as export_agent,
+            )
             from mellea_local.training.output import check_out_root
 
             # --rank/--alpha default to the adapter a requirement-check run starts from; an
@@ -116,12 +126,22 @@ def train_command(
                     m.strip() for m in target_modules.split(",") if m.strip())
             if kind not in ("alora", "lora"):
                 raise typer.BadParameter(f"--kind takes alora or lora, got {kind!r}.")
-            run_agent_cli(AgentTrainConfig(alora=kind == "alora",
+            agent_cfg = AgentTrainConfig(alora=kind == "alora",
                 data=str(data), out=str(check_out_root(out, named=out is not None)),
                 model=model, epochs=epochs, max_steps=max_steps, batch_size=batch_size, lr=lr,
                 seed=seed, max_length=max_length, checkpoint_every=checkpoint_every,
-                device=device, dtype=dtype, **sizes), threads=threads)
+                device=device, dtype=dtype, **sizes)
+            if export_checkpoint:
+                from mellea_local.threads import apply_threads
+
+                apply_threads(threads)
+                print(export_agent(agent_cfg))
+                return
+            run_agent_cli(agent_cfg, threads=threads)
             return
+        if export_checkpoint:
+            raise typer.BadParameter("--export-checkpoint is for --task agent; a "
+                                     "requirement-check run writes its adapter when it ends.")
         if task != REQUIREMENT_CHECK:
             raise typer.BadParameter(f"--task takes {REQUIREMENT_CHECK} or agent, got {task!r}.")
         from rich.console import Console

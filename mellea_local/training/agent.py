@@ -58,7 +58,7 @@ from mellea_local.rendering.tool_prompt import (
     template_renders_tool_role,
 )
 
-__all__ = ["AgentTrainConfig", "step_examples", "train_agent"]
+__all__ = ["AgentTrainConfig", "export_checkpoint", "step_examples", "train_agent"]
 
 
 @dataclass
@@ -231,35 +231,54 @@ def _loss(model: Any, batch: dict[str, Any]) -> torch.Tensor:
                            batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
 
 
-def _alora_loss(model: Any, rows: list[tuple[list[int], list[int]]], header: int,
+def _alora_loss(model: Any, traces: list[list[tuple[list[int], list[int]]]], header: int,
                 backward: bool) -> float:
-    """Mean token loss of ``rows`` through an aLoRA whose invocation is each prompt's last
-    ``header`` tokens; with ``backward`` the gradients are accumulated.
+    """Mean token loss of the steps of ``traces`` (each a list of ``(prompt, step)``) through
+    an aLoRA invoked by each prompt's last ``header`` tokens; with ``backward`` the gradients
+    are accumulated.
 
-    The tokens before the header run through the base model without autograd (they are the
-    base model's under an aLoRA, so this is the same loss and gradient as the whole sequence
-    through PEFT); the header and the step run through the adapter."""
-    from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
+    Under an aLoRA the tokens before the header are the base model's, so they run without
+    autograd and carry no gradient: the same loss and gradients as each whole sequence through
+    PEFT (a test bounds the difference). A trace's step prompts are prefixes of one another
+    (each adds the previous step, its observation and the next user turn), so one base forward
+    over the last step's prompt serves every step: its cache is cropped to each step's prompt,
+    the longest first, and the header and the step run through the adapter on top. This is
+    what makes the build affordable on a CPU: the prompt (tools and goal, ~1,000 tokens) is
+    most of a trace's tokens and is read once per trace instead of once per step."""
+    from mellea_local.backends.cache_compat import cache_kwarg_name, crop_to, output_cache
 
     base = model.get_base_model()
     device = model.device
-    total = sum(len(t) for _, t in rows)
+    total = sum(len(t) for steps in traces for _, t in steps)
     value = 0.0
-    for prompt, step in rows:
-        cut = len(prompt) - header
-        with torch.no_grad():
-            head = torch.tensor([prompt[:cut]], device=device)
-            cache = output_cache(base(input_ids=head, use_cache=True, logits_to_keep=1))
-        tail = prompt[cut:] + step
-        ids = torch.tensor([tail], device=device)
-        logits = model(input_ids=ids, alora_offsets=[len(tail)], use_cache=True,
-                       logits_to_keep=len(step) + 1,
-                       **{cache_kwarg_name(base): cache}).logits[0, :-1].float()
-        loss = F.cross_entropy(logits, torch.tensor(step, device=device), reduction="sum")
-        loss = loss / total
-        if backward:
-            loss.backward()
-        value += float(loss.detach())
+    for steps in traces:
+        cuts = [len(prompt) - header for prompt, _ in steps]
+        longest = max(range(len(steps)), key=cuts.__getitem__)
+        head = steps[longest][0][:cuts[longest]]
+        shared = all(prompt[:cut] == head[:cut] for (prompt, _), cut in zip(steps, cuts,
+                                                                             strict=True))
+        groups = [steps] if shared else [[one] for one in steps]
+        for group in groups:
+            gcuts = [len(prompt) - header for prompt, _ in group]
+            top = max(range(len(group)), key=gcuts.__getitem__)
+            with torch.no_grad():
+                ids = torch.tensor([group[top][0][:gcuts[top]]], device=device)
+                cache = output_cache(base(input_ids=ids, use_cache=True, logits_to_keep=1))
+            for i in sorted(range(len(group)), key=gcuts.__getitem__, reverse=True):
+                prompt, step = group[i]
+                crop_to(cache, gcuts[i])
+                for layer in cache.layers:  # the prompt's K/V: no graph from an earlier step
+                    layer.keys, layer.values = layer.keys.detach(), layer.values.detach()
+                tail = prompt[gcuts[i]:] + step
+                logits = model(input_ids=torch.tensor([tail], device=device),
+                               alora_offsets=[len(tail)], use_cache=True,
+                               logits_to_keep=len(step) + 1,
+                               **{cache_kwarg_name(base): cache}).logits[0, :-1].float()
+                loss = F.cross_entropy(logits, torch.tensor(step, device=device),
+                                       reduction="sum") / total
+                if backward:
+                    loss.backward()
+                value += float(loss.detach())
     return value
 
 
@@ -272,7 +291,8 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
 
     traces = load_traces(cfg.data)
     model, tokenizer, base = _load(cfg)
-    rows = [ex for trace in traces for ex in step_examples(trace, tokenizer)]
+    by_trace = [step_examples(trace, tokenizer) for trace in traces]
+    rows = [ex for steps in by_trace for ex in steps]
     too_long = [i for i, (p, t) in enumerate(rows) if len(p) + len(t) > cfg.max_length]
     if too_long:
         raise TrainingDataError(
@@ -294,7 +314,10 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
     model = get_peft_model(model, peft_cfg)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    per_epoch = math.ceil(len(rows) / cfg.batch_size)
+    # An aLoRA batch is ``batch_size`` traces (their steps share one prompt forward); a LoRA
+    # batch is ``batch_size`` steps.
+    units = len(by_trace) if invocation is not None else len(rows)
+    per_epoch = math.ceil(units / cfg.batch_size)
     total = per_epoch * cfg.epochs if cfg.max_steps is None else min(
         cfg.max_steps, per_epoch * cfg.epochs)
     key = json.dumps({**asdict(cfg), "device": None, "rows": len(rows)}, sort_keys=True)
@@ -318,18 +341,19 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
     loss_value = math.nan
     for step in range(start, total):
         epoch, within = divmod(step, per_epoch)
-        order = list(range(len(rows)))
+        order = list(range(units))
         random.Random(f"{cfg.seed}:{epoch}").shuffle(order)
-        chosen = [rows[i] for i in order[within * cfg.batch_size:(within + 1) * cfg.batch_size]]
+        picked = order[within * cfg.batch_size:(within + 1) * cfg.batch_size]
         warm = max(1, total // 20)
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr * ((step + 1) / warm if step < warm else
                                     1.0 - 0.9 * (step - warm) / max(1, total - warm))
         optimizer.zero_grad(set_to_none=True)
         if invocation is not None:
-            loss_value = _alora_loss(model, chosen, len(invocation), backward=True)
+            loss_value = _alora_loss(model, [by_trace[i] for i in picked], len(invocation),
+                                     backward=True)
         else:
-            loss = _loss(model, _batch(chosen, pad, model.device))
+            loss = _loss(model, _batch([rows[i] for i in picked], pad, model.device))
             loss.backward()
             loss_value = float(loss.detach())
         if not math.isfinite(loss_value):
@@ -349,12 +373,19 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
                                                         "loss": loss_value}))
             shutil.rmtree(ckpt, ignore_errors=True)
             tmp.rename(ckpt)
-    model.eval()
     report = {"task": "agent", "base": base, "steps": total, "examples": len(rows),
               "traces": len(traces), "final_loss": loss_value,
               "seconds": round(time.time() - started, 1), "config": asdict(cfg),
               "invocation_tokens": invocation}
-    if invocation is not None:
+    return _write_build(model, tokenizer, root, report, alora=invocation is not None)
+
+
+def _write_build(model: Any, tokenizer: Any, root: Path, report: dict[str, Any], *,
+                 alora: bool) -> Path:
+    """Write the build under ``root``: ``alora/`` for an aLoRA; ``lora/`` and ``merged/`` for a
+    LoRA. Returns the folder a user loads."""
+    model.eval()
+    if alora:
         out = root / "alora"
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(str(out))
@@ -371,6 +402,46 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
     tokenizer.save_pretrained(str(merged))
     (merged / "training.json").write_text(json.dumps(report, indent=1) + "\n")
     return merged
+
+
+def export_checkpoint(cfg: AgentTrainConfig) -> Path:
+    """Write the build from the last checkpoint of ``cfg``'s run, without training.
+
+    Why: a CPU run of hundreds of steps takes hours; this lands what it has learnt so far
+    (``training.json`` says at which step of how many) while the run itself goes on or is
+    resumed later with the same command. The checkpoint must belong to ``cfg`` (the same
+    options; the data is not re-read, so its line count is not compared)."""
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+
+    model, tokenizer, base = _load(cfg)
+    root = Path(cfg.out) / "agent" / base
+    ckpt = root / "checkpoint"
+    if not (ckpt / "state.json").is_file():
+        raise TrainingError(f"No checkpoint in {ckpt}: nothing to export; train first.")
+    state = json.loads((ckpt / "state.json").read_text())
+    theirs = {k: v for k, v in json.loads(state["key"]).items() if k not in ("rows", "device")}
+    ours = json.loads(json.dumps({k: v for k, v in asdict(cfg).items() if k != "device"}))
+    if theirs != ours:
+        differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        raise TrainingError(
+            f"The checkpoint in {ckpt} belongs to a run with other options ({differ}); "
+            "export it with the options it was trained with.")
+    invocation = invocation_ids(tokenizer) if cfg.alora else None
+    model = get_peft_model(model, LoraConfig(
+        r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
+        target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
+        alora_invocation_tokens=invocation))
+    weights = load_file(str(ckpt / "adapter.safetensors"))
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    if set(weights) != set(trainable):
+        raise TrainingError(f"The checkpoint in {ckpt} does not hold this adapter's weights.")
+    for name, param in trainable.items():
+        param.data.copy_(weights[name])
+    report = {"task": "agent", "base": base, "steps": state["step"],
+              "exported_from_checkpoint": True, "final_loss": state.get("loss"),
+              "config": asdict(cfg), "invocation_tokens": invocation}
+    return _write_build(model, tokenizer, root, report, alora=cfg.alora)
 
 
 def run_agent_cli(cfg: AgentTrainConfig, *, threads: int | None) -> Path:

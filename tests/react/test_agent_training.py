@@ -136,16 +136,31 @@ def test_train_task_agent_lora_smoke_on_the_embedded_model(tmp_path):
 
 
 def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tiny_tokenizer):
+    import torch
+    from safetensors.torch import load_file
+
     from mellea_local.training.agent import invocation_ids
 
     data, _ = traces(tmp_path, n=4)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["train", str(data), "--task", "agent", "--model",
-                                      "embedded", "--out", str(out), "--max-steps", "2",
-                                      "--batch-size", "2", "--threads", "1",
-                                      "--max-length", "4096"])
+    args = ["train", str(data), "--task", "agent", "--model", "embedded", "--out", str(out),
+            "--max-steps", "2", "--batch-size", "2", "--threads", "1", "--max-length", "4096",
+            "--checkpoint-every", "1"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     built = next(out.glob("agent/*/alora"))
+    trained = load_file(str(built / "adapter_model.safetensors"))
+    # The last checkpoint (step 2) exported without training is the same adapter.
+    result = CliRunner().invoke(app, [*args, "--export-checkpoint"])
+    assert result.exit_code == 0, result.output
+    exported = load_file(str(built / "adapter_model.safetensors"))
+    assert trained.keys() == exported.keys()
+    assert all(torch.equal(trained[k], exported[k]) for k in trained)
+    assert json.loads((built / "training.json").read_text())["exported_from_checkpoint"]
+    other = CliRunner().invoke(app, [*args[:-2], "--lr", "0.1", "--export-checkpoint"])
+    assert other.exit_code != 0 and "other options" in other.output, other.output
+    result = CliRunner().invoke(app, args)  # train again: the build of the finished run
+    assert result.exit_code == 0, result.output
     config = json.loads((built / "adapter_config.json").read_text())
     header = invocation_ids(tiny_tokenizer)
     assert config["alora_invocation_tokens"] == header
@@ -157,8 +172,9 @@ def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tin
 
 def test_alora_agent_loss_equals_the_whole_sequence_through_peft(tiny_model, tiny_tokenizer,
                                                                  tmp_path):
-    """The split (prompt without autograd, header and step through the adapter) gives the
-    loss and gradients of the whole sequence through PEFT's aLoRA (float32, 1e-5)."""
+    """The split (one prompt forward per trace without autograd, its cache cropped to each
+    step, header and step through the adapter) gives the loss and gradients of every whole
+    sequence through PEFT's aLoRA (float32, 1e-5)."""
     import torch
     import torch.nn.functional as F
     from peft import LoraConfig, get_peft_model
@@ -167,14 +183,15 @@ def test_alora_agent_loss_equals_the_whole_sequence_through_peft(tiny_model, tin
 
     tok = copy.deepcopy(tiny_tokenizer)
     _, rows = traces(tmp_path, n=12)
-    examples = [ex for r in rows[:3] for ex in step_examples(r, tok)][:3]
+    chosen = [step_examples(r, tok) for r in rows if len(r["steps"]) >= 2][:2]
+    examples = [ex for steps in chosen for ex in steps]
     header = invocation_ids(tok)
     assert all(p[-len(header):] == header for p, _ in examples)
     model = get_peft_model(copy.deepcopy(tiny_model), LoraConfig(
         r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
         alora_invocation_tokens=header))
     params = [p for p in model.parameters() if p.requires_grad]
-    split = _alora_loss(model, examples, len(header), backward=True)
+    split = _alora_loss(model, chosen, len(header), backward=True)
     split_grads = [p.grad.clone() for p in params]
     model.zero_grad()
     total = sum(len(t) for _, t in examples)
