@@ -61,15 +61,21 @@ def _lines(path: str) -> list[dict]:
     return [json.loads(line) for line in (ROOT / path).read_text().splitlines() if line.strip()]
 
 
-def _checks(path: str) -> list[tuple[str, str, bool, str]]:
-    """(requirement, answer, label, family) per check; a multi-requirement line gives several."""
+def _prompt(messages: list[dict]) -> str | None:
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), None)
+
+
+def _checks(path: str) -> list[tuple[str, str, bool, str, str | None]]:
+    """(requirement, answer, label, family, user prompt) per check; a multi-requirement line
+    gives several."""
     out = []
     for row in _lines(path):
         reqs = [row["requirement"]] if "requirement" in row else row["requirements"]
         labels = [row["label"]] if not isinstance(row["label"], list) else row["label"]
         fams = row["family"] if isinstance(row["family"], list) else [row["family"]] * len(reqs)
         for req, label, fam in zip(reqs, labels, fams, strict=True):
-            out.append((req, _answer(row["messages"]), bool(label), fam))
+            out.append((req, _answer(row["messages"]), bool(label), fam,
+                        _prompt(row["messages"])))
     return out
 
 
@@ -91,8 +97,8 @@ def split_report(mapper, path: str, stored: list[float]) -> dict:
     labels = [c[2] for c in checks]
     alora = [s > 0.5 for s in stored]
     routed, via, per_verifier, lines = [], [], {}, []
-    for (req, answer, label, fam), a in zip(checks, alora, strict=True):
-        mapping = mapper.route(req)
+    for (req, answer, label, fam, prompt), a in zip(checks, alora, strict=True):
+        mapping = mapper.route(req, prompt) if _takes_prompt(mapper) else mapper.route(req)
         if mapping is None:
             routed.append(a)
             via.append(None)
@@ -162,6 +168,12 @@ def markdown(out: dict) -> str:
            "langdetect-English condition). Punkt-only verifiers (`number_sentences`, "
            f"`capital_word_frequency`) are not routed here (punkt installed: {out['punkt']})."]
     return "\n".join(md) + "\n"
+
+
+def _takes_prompt(mapper) -> bool:
+    import inspect
+
+    return "prompt" in inspect.signature(mapper.route).parameters
 
 
 def _load_mapper(path: str | None):

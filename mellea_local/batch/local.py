@@ -305,8 +305,10 @@ async def check_item(backend: Any, item: CheckItem, adapter: str | None, *,
         from mellea_local.requirements.verify import verify
 
         answer = _last_assistant_text(item)
+        prompt = next((content for role, content, _ in reversed(item.messages)
+                       if role == "user" and isinstance(content, str)), None)
         for i, req in enumerate(item.requirements):
-            mapping = route_of(req) if answer is not None else None
+            mapping = route_of(req, prompt) if answer is not None else None
             if mapping is not None:
                 scores[i] = 1.0 if verify(mapping, answer) else 0.0
                 decided[i] = mapping.decider()

@@ -204,9 +204,11 @@ def routed_verdicts(items: list[LabelledItem]) -> tuple[list[list[bool | None]],
     for item in items:
         answer = next((m.get("content") for m in reversed(item.messages)
                        if m.get("role") == "assistant"), None)
+        prompt = next((m.get("content") for m in reversed(item.messages)
+                       if m.get("role") == "user"), None)
         row: list[bool | None] = []
         for req in item.requirements:
-            mapping = route(req) if isinstance(answer, str) else None
+            mapping = route(req, prompt) if isinstance(answer, str) else None
             row.append(None if mapping is None else verify(mapping, answer))
             if mapping is not None:
                 names.append(mapping.decider())

@@ -101,6 +101,14 @@ def _output_text(ctx: Context) -> str:
     )
 
 
+def _last_user_text(ctx: Context) -> str | None:
+    """The user's last message (a routed "repeat the request" is checked against it)."""
+    for entry in reversed(ctx.as_list() or []):
+        if isinstance(entry, Message) and entry.role == "user":
+            return entry.content if isinstance(entry.content, str) else None
+    return None
+
+
 async def _run_fn(r: Checkable, ctx: Context) -> ValidationResult:
     verdict = r.validation_fn(ctx)  # type: ignore[misc]
     if inspect.isawaitable(verdict):
@@ -238,10 +246,11 @@ async def check_requirements(
     if route:
         from mellea_local.requirements.verify import route as route_of
 
+        prompt = _last_user_text(ctx)
         for i, r in enumerate(checked):
             if (r.validation_fn is None and r.description
                     and getattr(r, "verifiable", True)):
-                mapping = route_of(r.description)
+                mapping = route_of(r.description, prompt)
                 if mapping is not None:
                     routed[i] = mapping
     for i, r in enumerate(checked):

@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 NEEDS_PUNKT = frozenset({"length_constraints:number_sentences",
                          "change_case:capital_word_frequency"})
+# (Sentence counts are mapped to ``rule:sentences``, IFEval's regex splitter, never to the
+# punkt verifier; it stays listed for a mapping made by hand.)
 """Verifiers that call NLTK's punkt model: refused unless punkt is already installed."""
 
 
@@ -101,6 +103,7 @@ LEAD = (rf"(?:(?:please )?(?:(?:make sure|ensure)(?: that)? )?"
         rf"(?:it|{_SUBJ}) "
         rf"|be brief: |make it |write (?:it |the {_NOUN} |your {_NOUN} |everything )?|answer "
         rf"|respond |reply |use |stay |i want |i need |give |format it |format (?:{_SUBJ}) )?)")
+_YOUR = r"(?:in )?your (?:entire )?response,? "
 _Q = r"""(?:'[^'\n]{1,60}'|"[^"\n]{1,60}"|“[^”\n]{1,60}”)"""
 _KWLIST = rf"(?P<kws>{_Q}(?:(?:, | and |, and ){_Q}){{0,5}})"
 _ANYLIST = rf"(?P<kws>{_Q}(?:(?:, | and |, and | or |, or ){_Q}){{0,5}})"  # forbidden: and/or
@@ -167,17 +170,43 @@ def _words_at_least(m):
     return {"relation": "at least", "num_words": _number(m["n"])}
 
 
-@_rule("length_constraints:number_sentences",
-       rf"(?:in )?(?:under|below|fewer than|less than) {_NUM} sentences")
+# Sentences are counted by IFEval's own regex splitter (``instructions_util.split_into_sentences``,
+# from the [verify] extra): the registry's verifier needs NLTK's punkt model, which is never
+# downloaded here; the labelled data of ``scripts/make_ifeval_checks.py`` counts the same way.
+_SENT = r"sentences?(?: long| in (?:total|length)| total)?"
+
+
+@_rule("rule:sentences",
+       rf"(?:in |with )?(?:under|below|fewer than|less than) {_NUM} {_SENT}",
+       rf"{_YOUR}should contain less than {_NUM} sentences")
 def _sentences_under(m):
     return {"relation": "less than", "num_sentences": _number(m["n"])}
 
 
-@_rule("length_constraints:number_sentences",
-       rf"(?:in )?(?:at least|no fewer than|a minimum of) {_NUM} sentences",
-       rf"{_NUM} (?:or more sentences|sentences or more)")
+@_rule("rule:sentences",
+       rf"(?:in |with |to )?(?:at most|no more than|not more than|up to|(?:a )?max(?:imum)?"
+       rf"(?: of)?|no longer than) {_NUM} {_SENT}",
+       rf"{_NUM} {_SENT} (?:max(?:imum)?|or (?:fewer|less))")
+def _sentences_at_most(m):
+    return {"relation": "at most", "num_sentences": _number(m["n"])}
+
+
+@_rule("rule:sentences",
+       rf"(?:in |with )?(?:at least|no fewer than|no less than|(?:a )?minimum(?: of)?) {_NUM} "
+       rf"{_SENT}",
+       rf"{_NUM} (?:or more sentences|sentences or more)",
+       rf"{_YOUR}should contain at least {_NUM} sentences")
 def _sentences_at_least(m):
     return {"relation": "at least", "num_sentences": _number(m["n"])}
+
+
+@_rule("rule:sentences",
+       rf"(?:in |to |as |with |write |use )?(?:exactly |precisely |just |only )?{_NUM} {_SENT}"
+       rf"(?:,? no more,? no less)?",
+       r"(?:in |to |as |with |write |use )?(?:a single|just one|only one|one single) sentence")
+def _sentences_exactly(m):
+    n = _number(m["n"]) if m.groupdict().get("n") else 1
+    return {"relation": "exactly", "num_sentences": n}
 
 
 _CAPS = (r"(?:all caps|all capitals|all capital letters|all upper ?case(?: letters)?"
@@ -281,7 +310,10 @@ _ASKER = r"(?: (?:to|for) the (?:user|customer|reader|client|recipient))?"
        rf"question(?: mark)?{_ASKER}",
        rf"(?:{_SUBJ} )?(?:(?:{_MODAL}) )?(?:ends?|finish(?:es)?|closes?|concludes?) (?:with|on) a "
        rf"(?:(?:follow-up|closing) )?question(?: mark)?{_ASKER}",
-       rf"the (?:last|final) (?:sentence|line) (?:{_MODAL} be|is) a question{_ASKER}",
+       rf"the (?:last|final) (?:sentence|line)(?: of (?:the|your) {_NOUN})? (?:{_MODAL} be|is) a "
+       rf"question{_ASKER}",
+       rf"(?:end|finish|close|conclude){_WHOSE} by asking (?:a question|something)"
+       rf"{_ASKER}",
        r"(?:end|finish|close)(?: it)? with '\?'")
 def _question(m):
     return {}
@@ -404,7 +436,8 @@ def _no_exclamation(m):
     return {}
 
 
-_WORDQ = r"(?: the (?:key)?(?:words?|terms?|phrases?))?"
+_WORDQ = (r"(?: the (?:key)?(?:words?|terms?|phrases?|name|product name|brand name|company "
+          r"name))?")
 _WHERE = (rf"(?: somewhere| at least once| in (?:the|your) {_NOUN}| in what you write"
           rf"| (?:in )?(?:the )?(?:text|answer|response|reply))?")
 
@@ -558,7 +591,6 @@ def _letters(m):
 # whole, so a requirement written the way the field writes it routes to exactly its verifier.
 # (The whitespace is collapsed and a final "." dropped before matching, as for every pattern.)
 _PYLIST = r"\[(?P<lst>'[^'\n]{1,40}'(?:, '[^'\n]{1,40}'){0,9})\]"
-_YOUR = r"(?:in )?your (?:entire )?response,? "
 
 
 def _pylist(m) -> list[str] | None:
@@ -673,6 +705,19 @@ def _desc_end(m):
     return {"end_phrase": m["p"]}
 
 
+REPEAT = "combination:repeat_prompt"
+
+
+@_rule(REPEAT,
+       r"first repeat the request word for word without change, then give your answer \(1\. do "
+       r"not say any words or characters before repeating the request; 2\. the request you need "
+       r"to repeat does not include this sentence\)",
+       r"first repeat (?:my|the|the user's) (?:request|question) word for word(?: without "
+       r"change)?,? (?:and )?then (?:answer it|give your answer|answer)")
+def _desc_repeat(m):
+    return {}  # the request itself comes from the conversation (``route``'s prompt)
+
+
 @_rule("startend:quotation", r"wrap your entire response with double quotation marks")
 def _desc_quotes(m):
     return {}
@@ -747,7 +792,8 @@ def paragraphs(answer: str) -> list[str]:
 
 
 def _compare(count: int, relation: str, n: int) -> bool:
-    return {"exactly": count == n, "at most": count <= n, "at least": count >= n}[relation]
+    return {"exactly": count == n, "at most": count <= n, "at least": count >= n,
+            "less than": count < n}[relation]
 
 
 def _rule_starts_with(answer: str, start_phrase: str) -> bool:
@@ -769,7 +815,20 @@ OWN_RULES: dict[str, Any] = {
     "rule:number": lambda a, digits_only: bool(re.search(r"\d", a)) or (
         not digits_only and _NUMBER_WORD.search(a) is not None),
     "rule:no_exclamation": lambda a: "!" not in a and "！" not in a,
+    "rule:sentences": lambda a, relation, num_sentences: _compare(
+        len(_split_sentences(a)), relation, num_sentences),
 }
+NEEDS_REGISTRY = frozenset({"rule:sentences"})
+"""Our rules that use a piece of the registry (IFEval's sentence splitter): routed only with
+the [verify] extra."""
+
+
+def _split_sentences(answer: str) -> list[str]:
+    """IFEval's own regex sentence splitter (``instructions_util.split_into_sentences``)."""
+    registry()  # enters the package the way the registry does (no datasets import)
+    from if_verifiable.ifeval import instructions_util
+
+    return instructions_util.split_into_sentences(answer)
 """Our exact rules by id. ``lowercase``/``uppercase``: no upper-/lower-case letter at all (any
 language; the registry's own case verifiers also ask langdetect for English, kept for phrasings
 that say "in English"). ``starts_with``: the answer, after leading spaces and an opening double
@@ -842,16 +901,28 @@ def routable(mapping: Mapping | None) -> bool:
     if mapping is None:
         return False
     if mapping.is_rule:
-        return True
+        return mapping.verifier not in NEEDS_REGISTRY or registry() is not None
     reg = registry()
     if reg is None or mapping.verifier not in reg:
         return False
     return mapping.verifier not in NEEDS_PUNKT or _has_punkt()
 
 
-def route(text: str) -> Mapping | None:
-    """``map_requirement(text)`` when it can also be run here, else ``None``."""
+def route(text: str, prompt: str | None = None) -> Mapping | None:
+    """``map_requirement(text)`` when it can also be run here, else ``None``.
+
+    ``prompt`` is the user's last message: "repeat the request word for word" is decided
+    against it (the request is that message less the requirement's own text, as IFEval
+    defines it), so without it that requirement is not routed.
+    """
     mapping = map_requirement(text)
+    if mapping is not None and mapping.verifier == REPEAT:
+        if not isinstance(prompt, str):
+            return None
+        request = prompt.replace(text.strip(), "").strip() if text.strip() else prompt.strip()
+        if not request:
+            return None
+        mapping = Mapping(REPEAT, {"prompt_to_repeat": request})
     return mapping if routable(mapping) else None
 
 
