@@ -13,8 +13,8 @@ Every cell (a family, or overall) carries the field's figures from
 interval, yes-F1, no-F1, and whether the cell is too small to mean much; plain accuracy stays
 beside them. The always-yes and always-no floors are scored the same way (``floor_rows``).
 
-Routing (``route=True``, the default of ``bench --only accuracy`` as of ``validate`` and
-``check``): beside each adapter's own row comes ``<adapter>+route``, the same verdicts except
+Routing (``route=True``; ``bench --only accuracy`` passes it unless ``--no-route``, since
+``validate`` and ``check`` route by default): beside each adapter's own row comes ``<adapter>+route``, the same verdicts except
 where a program decides the requirement exactly (``requirements.verify.route``), which is what a
 user of ``validate``/``check`` gets by default. Its row says how many checks were routed and how
 right the programs were on them (``routed``), so the routed verdicts can be judged on their own.
@@ -235,7 +235,7 @@ def route_row(items: list[LabelledItem], families: list[str], row: dict[str, Any
 
 async def aevaluate_accuracy(
     backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
-    tick: Tick | None = None, route: bool = True,
+    tick: Tick | None = None, route: bool = False,
 ) -> dict[str, Any]:
     """Accuracy per family per adapter (async form of ``evaluate_accuracy``)."""
     from mellea_local.intrinsics.requirement_check import check_outputs
@@ -269,7 +269,7 @@ async def aevaluate_accuracy(
 
 def evaluate_accuracy(
     backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
-    tick: Tick | None = None, route: bool = True,
+    tick: Tick | None = None, route: bool = False,
 ) -> dict[str, Any]:
     """Accuracy per family per adapter: ``{"examples", "families", "adapters": {name: ...}}``.
 
