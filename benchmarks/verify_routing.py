@@ -1,4 +1,4 @@
-"""Measure routing (what ``validate``/``check`` do by default) against the aLoRA alone, no model run.
+"""Measure routing (``validate``/``check``'s default) against the aLoRA alone, no model run.
 
     python benchmarks/verify_routing.py            # writes verify_routing_smollm2.{json,md}
     python benchmarks/verify_routing.py --mapper /tmp/verify_old.py --out /tmp/before

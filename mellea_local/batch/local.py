@@ -12,8 +12,9 @@ Output, one JSON object per checked line: ``line`` (1-based input line number), 
 ``requirements``, ``scores``, ``verdicts`` (score > 0.5), ``decided_by`` (per requirement:
 ``"adapter"``, or the program that decided it exactly, e.g. ``"ifeval
 length_constraints:number_words(...)"`` / ``"rule ends_with_question()"``; routing is on unless
-``--no-route``), with labels ``labels`` and ``correct``, and ``input_hash`` (of the line's messages, requirements, labels and id). Each
-record is flushed as soon as it is written, so an interrupted run loses at most the line in
+``--no-route``), with labels ``labels`` and ``correct``, and ``input_hash`` (of the line's
+messages, requirements, labels and id). Each record is flushed as soon as it is written, so an
+interrupted run loses at most the line in
 flight, and a rerun skips every line already in the output.
 
 A line number alone cannot be trusted to resume: after the input was edited, or with an ``-o``

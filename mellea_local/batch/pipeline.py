@@ -398,7 +398,8 @@ def run(
     """Check every line of ``input_path`` (JSONL or Parquet) not yet in ``output`` on Ray.
 
     The arguments are ``check``'s (``model``, ``adapter``, ``device``, ``dtype``, ``route``)
-    plus the pool's ``options``. Returns the same ``CheckSummary`` as the local engine (accuracy over
+    plus the pool's ``options``.
+    Returns the same ``CheckSummary`` as the local engine (accuracy over
     the whole output when it holds labels). Everything is validated before Ray starts: the
     options, the model flags, the output file and every input line. A pool that dies past
     its restart budget raises ``BatchRunError`` after writing what it finished.

@@ -14,8 +14,9 @@ interval, yes-F1, no-F1, and whether the cell is too small to mean much; plain a
 beside them. The always-yes and always-no floors are scored the same way (``floor_rows``).
 
 Routing (``route=True``; ``bench --only accuracy`` passes it unless ``--no-route``, since
-``validate`` and ``check`` route by default): beside each adapter's own row comes ``<adapter>+route``, the same verdicts except
-where a program decides the requirement exactly (``requirements.verify.route``), which is what a
+``validate`` and ``check`` route by default): beside each adapter's own row comes
+``<adapter>+route``, the same verdicts except where a program decides the requirement exactly
+(``requirements.verify.route``), which is what a
 user of ``validate``/``check`` gets by default. Its row says how many checks were routed and how
 right the programs were on them (``routed``), so the routed verdicts can be judged on their own.
 """

@@ -3,8 +3,9 @@
 Five short acts, each a real code path a user gets: an answer with its thinking, the six
 requirement checks on it as ``validate`` decides them by default (a program where one decides
 the requirement exactly, no forward; else the aLoRA, base KV cache reused: see the
-prefilled/reused columns), the aLoRA alone on the same checks as one batch, a ReACT agent run with the built-in tools, and instruct with
-rejection sampling. Everything runs on ``LocalHFBackend.embedded()`` (a few-M-parameter model
+prefilled/reused columns), the aLoRA alone on the same checks as one batch, a ReACT agent run
+with the built-in tools, and instruct with rejection sampling. Everything runs on
+``LocalHFBackend.embedded()`` (a few-M-parameter model
 trained by ``scripts/train_embedded.py``), so it takes seconds on a laptop CPU; ``--backend
 llama-server`` runs the same acts on a llama-server (started on the model's GGUF export, or
 the ``--server-url`` ones).

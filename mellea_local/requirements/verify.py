@@ -240,7 +240,7 @@ def _caps(m):
 
 _LOWER = (r"(?:all lower ?case(?: letters)?|lower ?case(?: letters)? only|only lower ?case letters"
           r"|entirely (?:in )?lower ?case|(?:all )?in lower ?case(?: letters)?|lower ?case"
-          r"|all small letters|small letters only)")
+          r"|all small letters|small letters only|only lower ?case(?: letters)?)")
 
 
 @_rule("change_case:english_lowercase",
@@ -314,7 +314,8 @@ _ASKER = r"(?: (?:to|for) the (?:user|customer|reader|client|recipient))?"
        rf"question{_ASKER}",
        rf"(?:end|finish|close|conclude){_WHOSE} by asking (?:a question|something)"
        rf"{_ASKER}",
-       r"(?:end|finish|close)(?: it)? with '\?'")
+       r"(?:end|finish|close)(?: it)? with '\?'",
+       rf"ask (?:a|one) (?:(?:follow-up|closing) )?question at the end{_ASKER}")
 def _question(m):
     return {}
 
@@ -341,6 +342,8 @@ _NOPROSE = (r"(?:,? (?:and )?(?:no|without(?: any)?) (?:prose|other text|extra t
        rf"(?:return|output|respond with|reply with|answer with|format (?:it )?as|formatted as) "
        rf"(?:only |valid |only valid )?json(?: only)?{_NOPROSE}",
        r"return everything as (?:valid |parseable )?json",
+       rf"(?:return|give|format|output|write) (?:the|your) {_NOUN} (?:as|in) (?:valid |parseable )?"
+       rf"json(?: only)?{_NOPROSE}",
        r"wrapped in json")
 def _json(m):
     return {}
@@ -381,7 +384,8 @@ _PARA = r"paragraphs?(?: long| only| total)?"
 @_rule("rule:paragraphs",
        rf"(?:in |as |to |into |write |use )?(?:one|a single|1|just one|only one|a single short) "
        rf"{_PARA}",
-       rf"(?:in |as |to |into |write |use )?exactly {_NUM} {_PARA}")
+       rf"(?:in |as |to |into |write |use )?exactly {_NUM} {_PARA}",
+       rf"(?:in |as |into |write |use ){_NUM} {_PARA}")
 def _paragraphs_exactly(m):
     n = _number(m["n"]) if m.groupdict().get("n") else 1
     return {"relation": "exactly", "num_paragraphs": n}
@@ -406,7 +410,8 @@ _FENCE = r"(?:a |at least one |one )?(?:markdown |fenced |triple-backtick )?code
 
 @_rule("rule:code_block",
        rf"(?:contains?|includes?|has|have|with|uses?|shows?) {_FENCE}",
-       rf"(?:put|wrap|format|place|show) (?:the |all |all the |any )?code (?:in|inside|as) {_FENCE}",
+       rf"(?:put|wrap|format|place|show) (?:the |all |all the |any )?code (?:in|inside|as) "
+       rf"{_FENCE}",
        rf"(?:the )?code (?:is |goes |must be |should be )?(?:in|inside) {_FENCE}")
 def _code(m):
     return {}
@@ -424,6 +429,17 @@ def _number_rule(m):
        r"(?:contains?|includes?|has|have|uses?) (?:a|at least one|one or more|some) digits?")
 def _digit_rule(m):
     return {"digits_only": True}
+
+
+_EMAIL = r"e-?mail address(?:es)?"
+
+
+@_rule("rule:no_email",
+       rf"(?:does not|doesn't|do not|don't|must not|should not|never) (?:include|contain|reveal"
+       rf"|show|give|list|mention|use) (?:any|an) {_EMAIL}",
+       rf"(?:no|contains no|includes no|without(?: any)?) {_EMAIL}(?: at all)?")
+def _no_email(m):
+    return {}
 
 
 @_rule("rule:no_exclamation",
@@ -465,7 +481,8 @@ def _keywords(m):
        rf"(?:the (?:words?|terms?|phrases?) )?{_ANYLIST} (?:(?:must|should|does|do) not|doesn't|"
        r"don't|never|mustn't|shouldn't) (?:show up|appear|be used|be mentioned)"
        r"(?: at all| anywhere)?",
-       rf"(?:the (?:words?|terms?|phrases?) )?{_ANYLIST} (?:is|are) (?:not|never) (?:used|mentioned)",
+       rf"(?:the (?:words?|terms?|phrases?) )?{_ANYLIST} (?:is|are) (?:not|never) "
+       r"(?:used|mentioned)",
        rf"keep {_ANYLIST} out of (?:the|your) {_NOUN}(?: entirely)?",
        rf"leave out {_ANYLIST}", rf"no mention of {_ANYLIST}")
 def _forbidden(m):
@@ -476,8 +493,15 @@ def _forbidden(m):
 @_rule("keywords:frequency",
        rf"(?:use|say|mention|include) (?:the word )?(?P<w>{_Q}) (?:at least|no fewer than) "
        rf"{_NUM} times",
-       rf"(?:use|say|mention|include) (?:the word )?(?P<w>{_Q}) (?:fewer|less) than {_NUM} times")
+       rf"(?:use|say|mention|include) (?:the word )?(?P<w>{_Q}) (?:fewer|less) than {_NUM} times",
+       rf"(?:use|say|mention|include|uses|says|mentions|includes) (?:the word )?(?P<w>{_Q}) "
+       rf"at least (?P<times>once|twice|thrice)")
 def _frequency(m):
+    if m.groupdict().get("times"):
+        [word] = _quoted(m["w"])
+        n = {"once": 1, "twice": 2, "thrice": 3}[m["times"].lower()]
+        return {"keyword": word, "frequency": n, "relation": "at least"} if _plain([word]) \
+            else None
     [word] = _quoted(m["w"])
     rel = "at least" if re.search(r"at least|no fewer", m[0], re.I) else "less than"
     return {"keyword": word, "frequency": _number(m["n"]), "relation": rel} if _plain([word]) \
@@ -489,7 +513,10 @@ def _frequency(m):
        r"(?:in|inside|within) (?:<<)?double ang(?:ular|le) brackets(?:>>)?(?:, (?:like|such as) "
        r"<<title>>)?",
        r"(?:with |include |add |start with |give it )?a (?:title|heading) (?:wrapped |enclosed )?"
-       r"(?:in|inside|within) << and >>")
+       r"(?:in|inside|within) (?:<< and >>|<< ?>>)",
+       r"(?:with |include |add |start with |give it |has |have |contains? |includes? )?a "
+       r"(?:title|heading) (?:wrapped |enclosed )?(?:in|inside|within) double ang(?:ular|le) "
+       r"brackets(?:,? (?:like|such as|e\.g\.) <<[^>\n]{1,40}>>)?")
 def _title(m):
     return {}
 
@@ -500,14 +527,15 @@ def _title(m):
        r"(?:end|finish)(?: off)? with a (?P<m>p\.\s?(?:p\.\s?)?s\.?) (?:line|note)(?: after the "
        r"main text"
        r"| at the end)?",
-       rf"(?:add|include|end with|finish with|sign off with|with|has|have|contains?) a "
-       rf"(?P<m>p\.s\.|p\.p\.s)(?: (?:line|note))?(?: at the (?:end|bottom))?",
-       rf"(?:{_SUBJ} )?(?:(?:{_MODAL}) )?(?:ends?|finish(?:es)?) with a (?P<m2>p\.s\.|p\.p\.s)"
+       r"(?:add|include|end with|finish with|sign off with|with|has|have|contains?) a "
+       r"(?P<m>p\.s\.?|p\.p\.s)(?: (?:line|note))?(?: at the (?:end|bottom))?",
+       rf"(?:{_SUBJ} )?(?:(?:{_MODAL}) )?(?:ends?|finish(?:es)?) with a (?P<m2>p\.s\.?|p\.p\.s)"
        rf"(?: (?:line|note))?")
 def _postscript(m):
     # The registry reads "P.S." and "P.P.S" literally and any other marker as a regex, where a
     # lower-case "p.s." would match "p", any character, "s": so the marker is upper-cased.
-    return {"postscript_marker": (m.groupdict().get("m") or m["m2"]).upper()}
+    marker = (m.groupdict().get("m") or m["m2"]).upper()
+    return {"postscript_marker": "P.S." if marker == "P.S" else marker}
 
 
 @_rule("detectable_content:number_placeholders",
@@ -519,7 +547,8 @@ def _placeholders(m):
 
 
 @_rule("language:response_language",
-       rf"(?:in |using |written in |entirely in |only in )(?P<lang>{'|'.join(_LANGS)})"
+       rf"(?:in |using |written in |written entirely in |entirely in |only in |written only in )"
+       rf"(?P<lang>{'|'.join(_LANGS)})"
        rf"(?: only)?(?:, no other language| \(no other language\))?",
        rf"(?:{_SUBJ} )?(?:(?:{_MODAL}) )?(?:be )?(?:written )?(?:in )?(?P<lang2>{'|'.join(_LANGS)})"
        rf" only")
@@ -606,7 +635,7 @@ def _desc_capital_words(m):
 
 
 @_rule("change_case:english_lowercase",
-       rf"your entire response should be in english,? and in all lower ?case letters\. no capital "
+       r"your entire response should be in english,? and in all lower ?case letters\. no capital "
        r"letters are allowed")
 def _desc_lower(m):
     return {}
@@ -783,6 +812,7 @@ _FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1", re.MULTILINE | re.
 _CARDINALS = ("zero two three four five six seven eight nine ten eleven twelve thirteen fourteen "
               "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
               "eighty ninety hundred thousand million billion trillion dozen")
+_EMAIL_ADDRESS = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
 _NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_CARDINALS.split())})\b", re.IGNORECASE)
 
 
@@ -815,6 +845,7 @@ OWN_RULES: dict[str, Any] = {
     "rule:number": lambda a, digits_only: bool(re.search(r"\d", a)) or (
         not digits_only and _NUMBER_WORD.search(a) is not None),
     "rule:no_exclamation": lambda a: "!" not in a and "！" not in a,
+    "rule:no_email": lambda a: _EMAIL_ADDRESS.search(a) is None,
     "rule:sentences": lambda a, relation, num_sentences: _compare(
         len(_split_sentences(a)), relation, num_sentences),
 }
@@ -838,7 +869,9 @@ character, after trailing spaces, quotes, brackets and emphasis marks, is a ques
 space. ``paragraphs``: blocks separated by blank lines. ``code_block``: a fenced block (a line
 opening with three backticks or tildes, closed by a later such line). ``number``: a digit, or a
 cardinal number word (two .. trillion, zero, dozen; never "one", which is mostly not a count:
-"one of", "no one"); ``digits_only`` for "contains a digit". ``no_exclamation``: no "!"."""
+"one of", "no one"); ``digits_only`` for "contains a digit". ``no_exclamation``: no "!".
+``no_email``: nothing of the form ``name@domain.tld``. ``sentences``: IFEval's regex sentence
+splitter (``instructions_util.split_into_sentences``; needs the [verify] extra)."""
 
 
 # ---------------------------------------------------------------- the registry (extra)

@@ -111,8 +111,20 @@ MAPPED = [
     ("Never say 'cheap' or 'budget'.", "keywords:forbidden_words",
      {"forbidden_words": ["cheap", "budget"]}),
     ("Without using the word 'very'.", "keywords:forbidden_words", {"forbidden_words": ["very"]}),
+    ("Include a title in << >>.", "detectable_format:title", {}),
+    ("The response ends with a P.S.", "detectable_content:postscript",
+     {"postscript_marker": "P.S."}),
+    ("Write two paragraphs.", "rule:paragraphs", {"relation": "exactly", "num_paragraphs": 2}),
+    ("Does not include any email address.", "rule:no_email", {}),
+    ("Ask a question at the end.", "rule:ends_with_question", {}),
+    ("Mention \"Acme\" at least twice.", "keywords:frequency",
+     {"keyword": "Acme", "frequency": 2, "relation": "at least"}),
+    ("Return the answer as valid JSON.", "detectable_format:json_format", {}),
+    ("Use only lowercase.", "rule:lowercase", {}),
     # language
     ("Answer in German.", "language:response_language", {"language": "de"}),
+    ("The reply is written entirely in Japanese.", "language:response_language",
+     {"language": "ja"}),
     ("The reply is in Spanish.", "language:response_language", {"language": "es"}),
     ("Portuguese only.", "language:response_language", {"language": "pt"}),
 ]
@@ -146,6 +158,13 @@ REFUSED = [
     "Include a code example.", "The answer contains only code, no explanation.",
     "The response includes a date.", "Uses the exact visitor numbers from the report.",
     "The answer is a bulleted list.",
+    # negated, hedged or approximate: not what the program checks
+    "The response is not in French.", "The reply does not end with a question.",
+    "Not in all caps.", "The answer is not JSON.", "Don't use JSON.", "No bullet points.",
+    "Do not start with \"Sure\".", "Never end with a question.", "Under 50 words if possible.",
+    "Ideally under 50 words.", "Around 50 words.", "About 100 words.",
+    "Roughly three sentences.", "Use JSON for the data part.",
+    "Include at least 3 bullet points and a title.",
     # semantic
     "Be polite.", "The reply keeps a professional tone.", "Answers the question.",
     "The response mentions the refund policy.", "The reply apologises to the customer.",
@@ -238,9 +257,12 @@ RULE_CASES = [
     ("rule:number", {"digits_only": True}, "A spider has eight legs.", False),
     ("rule:number", {"digits_only": True}, "Open 9 to 5.", True),
     ("rule:no_exclamation", {}, "Thanks a bunch!", False),
+    ("rule:no_email", {}, "Write to a.b+x@example.co.uk today.", False),
+    ("rule:no_email", {}, "Write to us at noon @ the desk.", True),
     ("rule:sentences", {"relation": "at most", "num_sentences": 3},
      "Dr. Smith left at 3.5 p.m. today. He is back. Fine.", True),
-    ("rule:sentences", {"relation": "at most", "num_sentences": 3}, "Tea is good. It is warm. I like it. You too.", False),
+    ("rule:sentences", {"relation": "at most", "num_sentences": 3},
+     "Tea is good. It is warm. I like it. You too.", False),
 ]
 
 
