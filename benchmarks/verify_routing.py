@@ -1,9 +1,9 @@
 """Measure routing (``validate``/``check``'s default) against the aLoRA alone, no model run.
 
     python benchmarks/verify_routing.py            # writes verify_routing_smollm2.{json,md}
-    python benchmarks/verify_routing.py --mapper /tmp/verify_old.py --out /tmp/before
-        # the same figures for another version of verify.py (e.g. `git show <rev>:mellea_local/
-        # requirements/verify.py > /tmp/verify_old.py`), for a before/after table
+    python benchmarks/verify_routing.py --rev c64e1e6 \
+        --out benchmarks/results/verify_routing_smollm2_before
+        # the same figures for the verify.py of another commit (a before/after table)
 
 The shipped SmolLM2 aLoRA's per-check scores are stored, in file order: for the held-out split
 (336 lines) and the held-out families split (182 lines) in
@@ -40,16 +40,23 @@ SPLITS = {"held-out phrasings and words": (f"{DATA}/SmolLM2-135M-Instruct.jsonl"
           "user-style": (f"{DATA}/user-style.jsonl", STORED_USER),
           "user-style-2 (fresh)": (f"{DATA}/user-style-2.jsonl", STORED_USER)}
 SAMPLE = {
-    "held-out phrasings and words": "in-sample for the mapper: its first patterns were written "
-    "after reading these requirement texts (last session), and this session's broadening "
-    "re-checked it",
-    "held-out families": "in-sample for the mapper (patterns written after reading these texts, "
-    "last session)",
-    "user-style": "in-sample: this session's new phrasings were written with this file's "
-    "requirement texts in view (and last session's after reading it)",
-    "user-style-2 (fresh)": "out-of-sample as far as one author can make it: written by hand "
-    "BEFORE this session's patterns, by the same author, and not read while writing them; "
-    "the brief's own examples overlap with some of its phrasings",
+    "held-out phrasings and words": "in-sample: the first patterns (c64e1e6) were written after "
+    "reading these requirement texts; this session listed the texts still unrouted and added "
+    "'the last sentence of the response must be a question', 'conclude by asking something' and "
+    "sentence counts (IFEval's splitter, which also labelled them) from that list",
+    "held-out families": "in-sample for c64e1e6's patterns; this session's additions for it are "
+    "the registry's own description texts (generated from the registry, every verifier, not "
+    "read from this file) and 'first repeat my request word for word', added after listing "
+    "this file's unrouted texts",
+    "user-style": "in-sample: this session listed its unrouted texts and added \"the product "
+    "name 'X'\" and 'does not include any email address' from them; the rest of what stays "
+    "unrouted is semantic (tone, mentions, answers-the-question, safety, ...)",
+    "user-style-2 (fresh)": "written by hand BEFORE this session's patterns, by the same author "
+    "(a helper session), and not opened while writing them; but its author knew its phrasings "
+    "while writing the patterns, and the mapper was run once on its texts among others, after "
+    "which sentence counts and 'two paragraphs' were still added (for the held-out split and "
+    "the brief's list; one of its checks is a sentence count): treat it as weakly "
+    "out-of-sample, not blind",
 }
 
 
@@ -191,13 +198,25 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/verify_routing_smollm2")
     ap.add_argument("--mapper", default=None,
                     help="another verify.py to measure instead of the package's")
+    ap.add_argument("--rev", default=None,
+                    help="measure mellea_local/requirements/verify.py as of this git commit")
     args = ap.parse_args()
+    if args.rev:
+        import subprocess
+        import tempfile
+
+        text = subprocess.run(["git", "show", f"{args.rev}:mellea_local/requirements/verify.py"],
+                              cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        args.mapper = str(Path(tempfile.mkdtemp()) / "verify_at_rev.py")
+        Path(args.mapper).write_text(text)
     mapper = _load_mapper(args.mapper)
     if mapper.registry() is None:
         raise SystemExit(f"the IFEval registry is needed: {verify.INSTALL}")
     stored = {p: json.loads((ROOT / p).read_text()) for p in (STORED, STORED_USER)}
     command = "python benchmarks/verify_routing.py" + (
-        f" --mapper {args.mapper}" if args.mapper else "")
+        f" --rev {args.rev}" if args.rev else f" --mapper {args.mapper}" if args.mapper else "")
+    if args.out != ap.get_default("out"):
+        command += f" --out {args.out}"
     out: dict = {"command": command, "model": stored[STORED]["model"],
                  "adapter": stored[STORED]["adapters"][0], "punkt": verify._has_punkt(),
                  "splits": {}}

@@ -1,23 +1,33 @@
-"""Route what a program can verify: a requirement's text mapped to one IFEval verifier.
+"""Route what a program can verify: a requirement's text mapped to one exact program.
 
 A 135 M model should not guess whether a text has at most 12 words. ``map_requirement`` maps a
-requirement's WHOLE text to one verifier of Google's IFEval instruction registry (its
-``INSTRUCTION_DICT`` ids, e.g. ``length_constraints:number_words``) and that verifier's kwargs,
-but only when one of a small set of anchored patterns matches the entire text ("Keep it under
-50 words.", "No commas, please.", "Reply in JSON."). Anything else, including every text that
-merely mentions a verifiable property among others ("The output is a JSON object with the keys
-...", "two or three sentences at most"), maps to ``None`` and the aLoRA decides.
+requirement's WHOLE text to one program and its kwargs, but only when one of a set of anchored
+patterns matches the entire text ("Keep it under 50 words.", "No commas, please.", "Reply in
+JSON.", "End with a question."). Anything else, including every text that merely mentions a
+verifiable property among others ("The output is a JSON object with the keys ...", "two or
+three sentences at most"), negated, hedged or approximate texts ("ideally under 50 words",
+"about 100 words") and unquoted words ("mentions pricing": a paraphrase may meet it), maps to
+``None`` and the model decides. Routing is the default of ``validate``, ``Requirement.validate``,
+``session.validate`` and ``mellea-local check`` (``route=False`` / ``--no-route`` turn it off).
 
-``verify`` runs the registry's own ``check_following`` on the answer text: the routed verdict is
-exactly the registry's, never a re-implementation. The registry comes from the optional
-``[verify]`` extra (``if-verifiable``, whose ``ifeval`` module needs ``immutabledict``,
-``langdetect`` and ``nltk``); without it routing is off and says so once (a logged warning).
-Types whose verifier needs NLTK's ``punkt`` model (``number_sentences``,
-``capital_word_frequency``) are routed only when ``punkt`` is already installed; nothing is ever
-downloaded. ``langdetect`` is seeded (``DetectorFactory.seed = 0``) so a verdict repeats.
+The programs are of two kinds:
 
-"Starts with X" has no verifier in the registry (it lacks IFEval's constrained start), so it is
-not routed.
+- a verifier of Google's IFEval instruction registry (its ``INSTRUCTION_DICT`` ids, e.g.
+  ``length_constraints:number_words``): ``verify`` runs the registry's own
+  ``check_following``, never a re-implementation. Every verifier's own ``build_description``
+  text maps to it (the field's canonical wording), beside the user phrasings. The registry
+  comes from the optional ``[verify]`` extra (``if-verifiable``, whose ``ifeval`` module needs
+  ``immutabledict``, ``langdetect`` and ``nltk``); without it these are not routed and one
+  logged warning per process says so. ``langdetect`` is seeded (``DetectorFactory.seed = 0``)
+  so a verdict repeats. ``capital_word_frequency`` needs NLTK's ``punkt`` model and is routed
+  only when punkt is already installed; nothing is ever downloaded. "Repeat the request word
+  for word" is checked against the user's last message (``route``'s ``prompt``).
+- our own exact rules (``rule:*``, ``OWN_RULES``) for types users write that the registry lacks
+  or reads differently: starts with a quoted phrase, ends with a question, at least / at most N
+  bullets, N paragraphs (blank lines), a fenced code block, a number, no "!", no e-mail address,
+  all lower / upper case in any language (the registry's case verifiers also require English),
+  and sentence counts with IFEval's regex splitter (the registry's verifier needs punkt). Each
+  rule's meaning is documented under ``OWN_RULES``; a ``reason`` names it ``rule <name>``.
 """
 
 from __future__ import annotations
