@@ -367,3 +367,16 @@ async def test_check_routes_by_default_and_records_who_decided(shared_embedded_b
     # Only the unrouted requirement reached the model: one call.
     calls = (after.cache_hits + after.cache_misses) - (before.cache_hits + before.cache_misses)
     assert calls == 1
+
+
+async def test_a_session_routes_by_default_and_route_false_goes_to_the_model(
+        shared_embedded_backend):
+    from mellea_local.session import MelleaSession
+
+    m = MelleaSession(shared_embedded_backend, CTX)
+    before = shared_embedded_backend.stats.total
+    [routed] = await m.avalidate(["Keep it under 5 words."])
+    assert shared_embedded_backend.stats.total == before
+    assert routed.score == 0.0 and "verified by ifeval" in routed.reason
+    [judged] = await m.avalidate(["Keep it under 5 words."], route=False)
+    assert "verified by" not in judged.reason
