@@ -172,8 +172,13 @@ def markdown(out: dict) -> str:
     md += ["", "Caveats: on the held-out splits the labels were made by the same registry "
            "verifiers, so a routed registry check agrees by construction (our `rule:*` checks "
            "are not the labellers there: `rule:uppercase`/`rule:lowercase` drop the registry's "
-           "langdetect-English condition). Punkt-only verifiers (`number_sentences`, "
-           f"`capital_word_frequency`) are not routed here (punkt installed: {out['punkt']})."]
+           "langdetect-English condition, and `rule:includes`/`rule:frequency` match whole "
+           "words where the registry matches substrings: on held-out phrasings one label "
+           "('velvet' counted twice in 'velvety ... velvet') is the registry's substring count, "
+           "which the rule, like a reader, does not follow). Sentence counts go to "
+           "`rule:sentences` (IFEval's regex splitter, which also labelled the held-out "
+           "`sentence_count` lines); `capital_word_frequency` needs punkt and is routed only "
+           f"where it is installed (here: {out['punkt']})."]
     return "\n".join(md) + "\n"
 
 

@@ -468,7 +468,11 @@ _WHERE = (rf"(?: somewhere| at least once| in (?:the|your) {_NOUN}| in what you 
           rf"| (?:in )?(?:the )?(?:text|answer|response|reply))?")
 
 
-@_rule("keywords:existence",
+# A user's "include the word 'art'" means the word: the registry's existence verifier searches
+# the keyword anywhere ("start" has "art", "said" has "ai"), so these phrasings go to our
+# rule:includes (whole words, a plural -s/-es or possessive 's allowed); the registry's own
+# instruction text ("Include keywords [...] in the response.") keeps its verifier.
+@_rule("rule:includes",
        rf"(?:include|mention|contain|use|mentions|includes|contains|uses|say|says){_WORDQ} "
        rf"{_KWLIST}{_WHERE}",
        rf"(?:make sure |ensure )?(?:that )?(?:the (?:key)?(?:words?|terms?|phrases?) )?{_KWLIST} "
@@ -476,7 +480,7 @@ _WHERE = (rf"(?: somewhere| at least once| in (?:the|your) {_NOUN}| in what you 
        rf"|(?:must|should|has to|have to) (?:appear|be used|be mentioned|be included))"
        rf"(?: somewhere| at least once)?(?: in (?:the|your) {_NOUN})?",
        r"include the keywords? (?P<plain>[a-z][\w\-]*(?:(?:, | and |, and )[a-z][\w\-]*){0,5})")
-def _keywords(m):
+def _includes(m):
     g = m.groupdict()
     words = _quoted(g["kws"]) if g.get("kws") else re.split(r", and |, | and ", g["plain"])
     return {"keywords": words} if _plain(words) else None
@@ -500,7 +504,7 @@ def _forbidden(m):
     return {"forbidden_words": words} if _plain(words) else None
 
 
-@_rule("keywords:frequency",
+@_rule("rule:frequency",  # whole words, as rule:includes (the registry counts substrings)
        rf"(?:use|say|mention|include) (?:the word )?(?P<w>{_Q}) (?:at least|no fewer than) "
        rf"{_NUM} times",
        rf"(?:use|say|mention|include) (?:the word )?(?P<w>{_Q}) (?:fewer|less) than {_NUM} times",
@@ -773,9 +777,10 @@ def _normal(text: str) -> str:
 
 
 def map_requirement(text: str) -> Mapping | None:
-    """The registry verifier that decides ``text``, or ``None`` when no mapping is confident.
+    """The program that decides ``text`` (a registry verifier or our rule), or ``None`` when no
+    mapping is confident.
 
-    Confident means exactly one verifier's anchored patterns match the whole text (with the
+    Confident means exactly one program's anchored patterns match the whole text (with the
     same kwargs, if several patterns match). Ambiguous or partial matches give ``None``.
     """
     if not isinstance(text, str) or len(text) > 300:
@@ -826,6 +831,21 @@ _EMAIL_ADDRESS = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
 _NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_CARDINALS.split())})\b", re.IGNORECASE)
 
 
+def _word_pattern(word: str) -> str:
+    return rf"(?<!\w){re.escape(word)}(?:s|es|'s|’s)?(?!\w)"
+
+
+def _has_word(answer: str, word: str) -> bool:
+    """``word`` (or phrase) as whole words, case-insensitively; a plural -s/-es or a possessive
+    's may follow it."""
+    return re.search(_word_pattern(word), answer, re.IGNORECASE) is not None
+
+
+def _word_count(answer: str, word: str) -> int:
+    """How many times ``_has_word`` matches."""
+    return len(re.findall(_word_pattern(word), answer, re.IGNORECASE))
+
+
 def paragraphs(answer: str) -> list[str]:
     """Blocks of text separated by at least one blank line (a line of only spaces counts)."""
     return [b for b in re.split(r"\n[ \t]*\n", answer.strip()) if b.strip()]
@@ -856,9 +876,27 @@ OWN_RULES: dict[str, Any] = {
         not digits_only and _NUMBER_WORD.search(a) is not None),
     "rule:no_exclamation": lambda a: "!" not in a and "！" not in a,
     "rule:no_email": lambda a: _EMAIL_ADDRESS.search(a) is None,
+    "rule:includes": lambda a, keywords: all(_has_word(a, k) for k in keywords),
     "rule:sentences": lambda a, relation, num_sentences: _compare(
         len(_split_sentences(a)), relation, num_sentences),
+    "rule:frequency": lambda a, keyword, frequency, relation: _compare(
+        _word_count(a, keyword), relation, frequency),
 }
+"""Our exact rules by id. ``lowercase``/``uppercase``: no upper-/lower-case letter at all (any
+language; the registry's own case verifiers also ask langdetect for English, kept for phrasings
+that say "in English"). ``starts_with``: the answer, after leading spaces and an opening double
+quote, starts with the quoted phrase, case-insensitively. ``ends_with_question``: the last
+character, after trailing spaces, quotes, brackets and emphasis marks, is a question mark.
+``bullets``: lines whose first non-blank character is ``-``, ``*``, ``+`` or ``•`` followed by a
+space. ``paragraphs``: blocks separated by blank lines. ``code_block``: a fenced block (a line
+opening with three backticks or tildes, closed by a later such line). ``number``: a digit, or a
+cardinal number word (two .. trillion, zero, dozen; never "one", which is mostly not a count:
+"one of", "no one"); ``digits_only`` for "contains a digit". ``no_exclamation``: no "!".
+``no_email``: nothing of the form ``name@domain.tld``. ``includes``: every quoted word or phrase
+appears as whole words, case-insensitively, a plural -s/-es or possessive 's allowed (the
+registry's existence verifier matches any substring, so "start" would contain 'art');
+``frequency``: the same whole-word matches, counted. ``sentences``: IFEval's regex sentence
+splitter (``instructions_util.split_into_sentences``; needs the [verify] extra)."""
 NEEDS_REGISTRY = frozenset({"rule:sentences"})
 """Our rules that use a piece of the registry (IFEval's sentence splitter): routed only with
 the [verify] extra."""
@@ -870,18 +908,7 @@ def _split_sentences(answer: str) -> list[str]:
     from if_verifiable.ifeval import instructions_util
 
     return instructions_util.split_into_sentences(answer)
-"""Our exact rules by id. ``lowercase``/``uppercase``: no upper-/lower-case letter at all (any
-language; the registry's own case verifiers also ask langdetect for English, kept for phrasings
-that say "in English"). ``starts_with``: the answer, after leading spaces and an opening double
-quote, starts with the quoted phrase, case-insensitively. ``ends_with_question``: the last
-character, after trailing spaces, quotes, brackets and emphasis marks, is a question mark.
-``bullets``: lines whose first non-blank character is ``-``, ``*``, ``+`` or ``•`` followed by a
-space. ``paragraphs``: blocks separated by blank lines. ``code_block``: a fenced block (a line
-opening with three backticks or tildes, closed by a later such line). ``number``: a digit, or a
-cardinal number word (two .. trillion, zero, dozen; never "one", which is mostly not a count:
-"one of", "no one"); ``digits_only`` for "contains a digit". ``no_exclamation``: no "!".
-``no_email``: nothing of the form ``name@domain.tld``. ``sentences``: IFEval's regex sentence
-splitter (``instructions_util.split_into_sentences``; needs the [verify] extra)."""
+
 
 
 # ---------------------------------------------------------------- the registry (extra)
