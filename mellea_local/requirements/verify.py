@@ -37,6 +37,7 @@ import logging
 import re
 import sys
 import types
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -851,6 +852,17 @@ def paragraphs(answer: str) -> list[str]:
     return [b for b in re.split(r"\n[ \t]*\n", answer.strip()) if b.strip()]
 
 
+def _without_closers(answer: str) -> str:
+    """``answer`` less what may trail its last sentence: spaces, closing quotes and brackets,
+    emphasis marks and symbols such as emoji (Unicode category S)."""
+    end = len(answer)
+    while end and (answer[end - 1] in _CLOSERS
+                   or unicodedata.category(answer[end - 1]).startswith("S")
+                   or answer[end - 1] in "\ufe0f\u200d"):
+        end -= 1
+    return answer[:end]
+
+
 def _compare(count: int, relation: str, n: int) -> bool:
     return {"exactly": count == n, "at most": count <= n, "at least": count >= n,
             "less than": count < n}[relation]
@@ -866,7 +878,7 @@ OWN_RULES: dict[str, Any] = {
     "rule:lowercase": lambda a: not any(ch.isupper() for ch in a),
     "rule:uppercase": lambda a: not any(ch.islower() for ch in a),
     "rule:starts_with": _rule_starts_with,
-    "rule:ends_with_question": lambda a: a.rstrip(_CLOSERS).endswith(("?", "？")),
+    "rule:ends_with_question": lambda a: _without_closers(a).endswith(("?", "？")),
     "rule:bullets": lambda a, relation, num_bullets: _compare(
         len(_BULLET_LINE.findall(a)), relation, num_bullets),
     "rule:paragraphs": lambda a, relation, num_paragraphs: _compare(
@@ -886,7 +898,8 @@ OWN_RULES: dict[str, Any] = {
 language; the registry's own case verifiers also ask langdetect for English, kept for phrasings
 that say "in English"). ``starts_with``: the answer, after leading spaces and an opening double
 quote, starts with the quoted phrase, case-insensitively. ``ends_with_question``: the last
-character, after trailing spaces, quotes, brackets and emphasis marks, is a question mark.
+character, after trailing spaces, quotes, brackets, emphasis marks and symbols (emoji), is a
+question mark.
 ``bullets``: lines whose first non-blank character is ``-``, ``*``, ``+`` or ``•`` followed by a
 space. ``paragraphs``: blocks separated by blank lines. ``code_block``: a fenced block (a line
 opening with three backticks or tildes, closed by a later such line). ``number``: a digit, or a

@@ -244,6 +244,8 @@ RULE_CASES = [
     ("rule:starts_with", {"start_phrase": "Hi team,"}, "Hello team, the office...", False),
     ("rule:ends_with_question", {}, "Would you like express shipping?\n", True),
     ("rule:ends_with_question", {}, 'He asked "why?"', True),
+    ("rule:ends_with_question", {}, "Shall we book it? 😊", True),
+    ("rule:ends_with_question", {}, "We booked it 😊?!", False),
     ("rule:ends_with_question", {}, "Is it? Let us know.", False),
     ("rule:bullets", {"relation": "at least", "num_bullets": 3}, "- a\n- b\n* c\n", True),
     ("rule:bullets", {"relation": "at least", "num_bullets": 3}, "- a\n**bold**\n-b\n", False),
