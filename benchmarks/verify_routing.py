@@ -46,8 +46,8 @@ SAMPLE = {
     "sentence counts (IFEval's splitter, which also labelled them) from that list",
     "held-out families": "in-sample for c64e1e6's patterns; this session's additions for it are "
     "the registry's own description texts (generated from the registry, every verifier, not "
-    "read from this file) and 'first repeat my request word for word', added after listing "
-    "this file's unrouted texts",
+    "read from this file; capital words counted as its labels were) and 'first repeat my "
+    "request word for word', added after listing this file's unrouted texts",
     "user-style": "in-sample: this session listed its unrouted texts and added \"the product "
     "name 'X'\" and 'does not include any email address' from them; the rest of what stays "
     "unrouted is semantic (tone, mentions, answers-the-question, safety, ...)",
@@ -177,8 +177,9 @@ def markdown(out: dict) -> str:
            "('velvet' counted twice in 'velvety ... velvet') is the registry's substring count, "
            "which the rule, like a reader, does not follow). Sentence counts go to "
            "`rule:sentences` (IFEval's regex splitter, which also labelled the held-out "
-           "`sentence_count` lines); `capital_word_frequency` needs punkt and is routed only "
-           f"where it is installed (here: {out['punkt']})."]
+           "`sentence_count` lines), and all-capital words to `rule:capital_words` (the same "
+           "splitter and NLTK's Treebank tokenizer, as the `capital_words` labels were made): "
+           f"the registry's verifiers for both need punkt (installed here: {out['punkt']})."]
     return "\n".join(md) + "\n"
 
 

@@ -19,14 +19,16 @@ The programs are of two kinds:
   comes from the optional ``[verify]`` extra (``if-verifiable``, whose ``ifeval`` module needs
   ``immutabledict``, ``langdetect`` and ``nltk``); without it these are not routed and one
   logged warning per process says so. ``langdetect`` is seeded (``DetectorFactory.seed = 0``)
-  so a verdict repeats. ``capital_word_frequency`` needs NLTK's ``punkt`` model and is routed
-  only when punkt is already installed; nothing is ever downloaded. "Repeat the request word
-  for word" is checked against the user's last message (``route``'s ``prompt``).
+  so a verdict repeats. The two verifiers that need NLTK's ``punkt`` model (sentence counts,
+  all-capital words) are replaced by rules counting as IFEval does without it (its regex
+  sentence splitter); nothing is ever downloaded. "Repeat the request word for word" is
+  checked against the user's last message (``route``'s ``prompt``).
 - our own exact rules (``rule:*``, ``OWN_RULES``) for types users write that the registry lacks
   or reads differently: starts with a quoted phrase, ends with a question, at least / at most N
   bullets, N paragraphs (blank lines), a fenced code block, a number, no "!", no e-mail address,
   all lower / upper case in any language (the registry's case verifiers also require English),
-  and sentence counts with IFEval's regex splitter (the registry's verifier needs punkt). Each
+  quoted words as whole words (the registry matches substrings), and sentence and all-capital
+  word counts with IFEval's regex splitter (the registry's verifiers need punkt). Each
   rule's meaning is documented under ``OWN_RULES``; a ``reason`` names it ``rule <name>``.
 """
 
@@ -642,11 +644,19 @@ def _pylist(m) -> list[str] | None:
     return words if _plain(words) else None
 
 
-@_rule("change_case:capital_word_frequency",
+# The registry's verifier tokenizes with NLTK's punkt; ours counts the same all-capital
+# tokens with IFEval's regex sentence splitter and NLTK's punkt-free Treebank tokenizer (the way
+# scripts/make_ifeval_checks.py labelled them). "Use fewer than 5 words in ALL CAPS" is not
+# mapped: it also reads as "fewer than 5 words, all in capitals".
+@_rule("rule:capital_words",
        rf"{_YOUR}words with all capital letters should appear (?P<rel>at least|less than) "
-       rf"{_NUM} times")
+       rf"{_NUM} times",
+       rf"(?:use |include |with |contains? )?(?P<rel2>at least|fewer than|less than) {_NUM} "
+       r"(?:all-caps|all caps|all-capital|fully capitali[sz]ed) words")
 def _desc_capital_words(m):
-    return {"capital_frequency": _number(m["n"]), "capital_relation": m["rel"].lower()}
+    rel = (m.groupdict().get("rel") or m["rel2"]).lower()
+    return {"relation": "at least" if rel == "at least" else "less than",
+            "num_words": _number(m["n"])}
 
 
 @_rule("change_case:english_lowercase",
@@ -891,6 +901,8 @@ OWN_RULES: dict[str, Any] = {
     "rule:includes": lambda a, keywords: all(_has_word(a, k) for k in keywords),
     "rule:sentences": lambda a, relation, num_sentences: _compare(
         len(_split_sentences(a)), relation, num_sentences),
+    "rule:capital_words": lambda a, relation, num_words: _compare(
+        sum(w.isupper() for w in _words(a)), relation, num_words),
     "rule:frequency": lambda a, keyword, frequency, relation: _compare(
         _word_count(a, keyword), relation, frequency),
 }
@@ -908,11 +920,22 @@ cardinal number word (two .. trillion, zero, dozen; never "one", which is mostly
 ``no_email``: nothing of the form ``name@domain.tld``. ``includes``: every quoted word or phrase
 appears as whole words, case-insensitively, a plural -s/-es or possessive 's allowed (the
 registry's existence verifier matches any substring, so "start" would contain 'art');
-``frequency``: the same whole-word matches, counted. ``sentences``: IFEval's regex sentence
+``frequency``: the same whole-word matches, counted. ``capital_words``: tokens in all capitals
+(``str.isupper``), tokenized as IFEval does but without punkt (Treebank over its regex
+sentences). ``sentences``: IFEval's regex sentence
 splitter (``instructions_util.split_into_sentences``; needs the [verify] extra)."""
-NEEDS_REGISTRY = frozenset({"rule:sentences"})
+NEEDS_REGISTRY = frozenset({"rule:sentences", "rule:capital_words"})
 """Our rules that use a piece of the registry (IFEval's sentence splitter): routed only with
 the [verify] extra."""
+
+
+def _words(answer: str) -> list[str]:
+    """Word tokens as IFEval counts them, punkt-free: NLTK's Treebank tokenizer over IFEval's
+    regex sentences."""
+    import nltk
+
+    treebank = nltk.tokenize.TreebankWordTokenizer()
+    return [w for s in _split_sentences(answer) for w in treebank.tokenize(s)]
 
 
 def _split_sentences(answer: str) -> list[str]:

@@ -205,17 +205,27 @@ def test_every_registry_description_text_maps_to_its_own_verifier():
             args = {k: val for k, val in (inst.get_instruction_args() or {}).items()
                     if val is not None}
             mapping = v.map_requirement(desc)
-            # Sentence counts go to IFEval's regex splitter (the verifier needs punkt).
+            # Sentence counts and capital words go to IFEval's regex splitter (the verifiers
+            # need punkt), with their own argument names for the capital words.
+            if vid == "change_case:capital_word_frequency":
+                assert mapping == v.Mapping("rule:capital_words", {
+                    "num_words": args["capital_frequency"],
+                    "relation": args["capital_relation"]}), desc
+                continue
             expected = "rule:sentences" if vid == "length_constraints:number_sentences" else vid
             assert mapping is not None and mapping.verifier == expected, (desc, mapping)
             assert {k: mapping.kwargs[k] for k in args} == args, (desc, mapping)
 
 
-def test_punkt_verifiers_are_refused_when_punkt_is_missing():
-    mapping = v.map_requirement("Use fewer than 5 words in ALL CAPS.")
-    assert mapping is None or mapping.verifier == "change_case:capital_word_frequency"
+def test_capital_words_are_counted_as_ifeval_counts_them_without_punkt():
+    assert v.map_requirement("Use fewer than 5 words in ALL CAPS.") is None  # two readings
     text = "In your response, words with all capital letters should appear less than 3 times."
-    assert v.routable(v.map_requirement(text)) is v._has_punkt()
+    mapping = v.route(text)
+    assert mapping == v.Mapping("rule:capital_words", {"relation": "less than", "num_words": 3})
+    assert v.verify(mapping, "Only NASA and the EU, OK?") is False   # NASA, EU, OK
+    assert v.verify(mapping, "Only NASA, ok?") is True
+    # The registry's own verifier, where punkt is installed, is only ever mapped by hand.
+    assert v.routable(v.Mapping("change_case:capital_word_frequency", {})) is v._has_punkt()
 
 
 ANSWERS = ["Tea is nice.", "TEA IS A WARM DRINK", '"quoted, with a comma"', '{"a": 1}',
