@@ -372,11 +372,12 @@ class MelleaSession:
         model_options: dict[str, Any] | None = None,
         generate_logs: list[Any] | None = None,
         input: Any = None,
-        route: bool = False,
+        route: bool = True,
     ) -> list[ValidationResult]:
         """Check requirements against the newest output in ``ctx`` (or ``output``).
 
-        ``route=True``: what an IFEval verifier can decide is decided by it (``avalidate``)."""
+        ``route`` (default on): what a program can decide exactly is decided by it
+        (``avalidate``); ``route=False`` judges everything with the model."""
         ctx = self.ctx
         if not isinstance(ctx, ChatContext):
             history = ctx.as_list() or []

@@ -81,7 +81,7 @@ def test_using_llama_server_backend_without_the_extra_names_it():
     assert "LlamaServerBackend.launch needs" in lines[1]
 
 
-def test_routing_without_the_verify_extra_says_so_once_and_routes_nothing():
+def test_routing_without_the_verify_extra_says_so_once_and_keeps_only_our_rules():
     done = run_blocked({"if_verifiable", "langdetect"}, """
         import logging, json
         records = []
@@ -92,7 +92,9 @@ def test_routing_without_the_verify_extra_says_so_once_and_routes_nothing():
         from mellea_local.requirements import verify
         mapped = verify.map_requirement("Keep it under 50 words.")
         routed = [verify.route("Keep it under 50 words."), verify.route("No commas.")]
+        ours = verify.route("End with a question.")  # our rules need no extra
         print(json.dumps({"mapped": str(mapped), "routed": [str(r) for r in routed],
+                          "ours": str(ours), "verdict": verify.verify(ours, "Is it?"),
                           "warnings": records}))
     """)
     assert done.returncode == 0, done.stderr
@@ -100,6 +102,7 @@ def test_routing_without_the_verify_extra_says_so_once_and_routes_nothing():
     assert seen["mapped"] == ("length_constraints:number_words(num_words=50, "
                               "relation='less than')")
     assert seen["routed"] == ["None", "None"]
+    assert seen["ours"] == "rule:ends_with_question()" and seen["verdict"] is True
     assert len(seen["warnings"]) == 1 and 'mellea-local[verify]' in seen["warnings"][0]
 
 

@@ -34,6 +34,8 @@ class BackendSpec:
     dtype: str | None = None
     adapter: str | None = None
     threads: int | None = 1
+    route: bool = True
+    """Let a program decide what it can verify exactly (``check --no-route``: False)."""
 
     def prepare(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,6 +57,7 @@ class CheckActor:
         # One loop for the actor's life: the backend's async machinery stays on one loop.
         self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
+        self.route = spec.route
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.loop.run_until_complete(self._run(batch))
@@ -65,7 +68,8 @@ class CheckActor:
         records, errors = [], []
         for line, text in zip(batch["line"].tolist(), batch["text"].tolist(), strict=True):
             try:
-                rec = await check_item(self.backend, parse_line(line, text), self.adapter)
+                rec = await check_item(self.backend, parse_line(line, text), self.adapter,
+                                      route=self.route)
             except Exception as exc:
                 records.append("")
                 errors.append(failure_reason(exc))

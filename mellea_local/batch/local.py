@@ -9,9 +9,12 @@ Input, one JSON object per line::
      "id": ...}                                   # optional, copied to the output
 
 Output, one JSON object per checked line: ``line`` (1-based input line number), ``id``,
-``requirements``, ``scores``, ``verdicts`` (score > 0.5), with labels ``labels`` and
-``correct``, and ``input_hash`` (of the line's messages, requirements, labels and id). Each
-record is flushed as soon as it is written, so an interrupted run loses at most the line in
+``requirements``, ``scores``, ``verdicts`` (score > 0.5), ``decided_by`` (per requirement:
+``"adapter"``, or the program that decided it exactly, e.g. ``"ifeval
+length_constraints:number_words(...)"`` / ``"rule ends_with_question()"``; routing is on unless
+``--no-route``), with labels ``labels`` and ``correct``, and ``input_hash`` (of the line's
+messages, requirements, labels and id). Each record is flushed as soon as it is written, so an
+interrupted run loses at most the line in
 flight, and a rerun skips every line already in the output.
 
 A line number alone cannot be trusted to resume: after the input was edited, or with an ``-o``
@@ -171,10 +174,12 @@ def tally(output: Path, summary: CheckSummary) -> None:
             summary.correct += sum(bool(c) for c in correct)
 
 
-def record(item: CheckItem, scores: list[float]) -> dict[str, Any]:
+def record(item: CheckItem, scores: list[float],
+           decided_by: list[str] | None = None) -> dict[str, Any]:
     verdicts = [passes(s) for s in scores]
     rec: dict[str, Any] = {"line": item.line, "id": item.id, "requirements": item.requirements,
-                           "scores": scores, "verdicts": verdicts}
+                           "scores": scores, "verdicts": verdicts,
+                           "decided_by": decided_by or ["adapter"] * len(scores)}
     if item.labels is not None:
         rec["labels"] = item.labels
         rec["correct"] = [v == lab for v, lab in zip(verdicts, item.labels, strict=True)]
@@ -283,18 +288,48 @@ def conversation(item: CheckItem) -> ChatContext:
     return chat_context(item.messages)
 
 
-async def check_item(backend: Any, item: CheckItem, adapter: str | None) -> dict[str, Any]:
+async def check_item(backend: Any, item: CheckItem, adapter: str | None, *,
+                     route: bool = True) -> dict[str, Any]:
     """The output record of one valid line: all its checks in one batched call.
 
     The one code path both engines run per line (``--engine local`` here, each Ray actor in
-    ``mellea_local.batch``), so their records agree field for field.
+    ``mellea_local.batch``), so their records agree field for field. With ``route`` (the
+    default) a requirement a program decides exactly (``requirements.verify.route``) gets
+    that program's 1.0 or 0.0 and costs no forward; the rest go to the adapter together.
     """
     from mellea_local.intrinsics.requirement_check import arequirement_checks
 
-    # All checks of one line share the conversation: one batched forward pass.
-    scores = await arequirement_checks(conversation(item), backend, item.requirements,
-                                       adapter=adapter)
-    return record(item, [float(s) for s in scores])
+    scores: list[float | None] = [None] * len(item.requirements)
+    decided = ["adapter"] * len(item.requirements)
+    if route:
+        from mellea_local.requirements.verify import route as route_of
+        from mellea_local.requirements.verify import verify
+
+        answer = _last_assistant_text(item)
+        prompt = next((content for role, content, _ in reversed(item.messages)
+                       if role == "user" and isinstance(content, str)), None)
+        for i, req in enumerate(item.requirements):
+            mapping = route_of(req, prompt) if answer is not None else None
+            if mapping is not None:
+                scores[i] = 1.0 if verify(mapping, answer) else 0.0
+                decided[i] = mapping.decider()
+    rest = [i for i, s in enumerate(scores) if s is None]
+    if rest:
+        # All adapter checks of one line share the conversation: one batched forward pass.
+        got = await arequirement_checks(conversation(item), backend,
+                                        [item.requirements[i] for i in rest], adapter=adapter)
+        for i, s in zip(rest, got, strict=True):
+            scores[i] = float(s)
+    return record(item, [float(s) for s in scores if s is not None], decided)
+
+
+def _last_assistant_text(item: CheckItem) -> str | None:
+    """The text of the assistant turn the requirements judge (the line's last message), or
+    None when it carries no plain text (then nothing is routed)."""
+    if not item.messages:
+        return None
+    role, content, _ = item.messages[-1]
+    return content if role == "assistant" and isinstance(content, str) else None
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -347,7 +382,7 @@ def warn_skipped(err: Console, number: int, reason: str) -> None:
 
 async def _check_all(
     lines: list[str], output: Path, backend: Any, adapter: str | None, done: set[int],
-    summary: CheckSummary, err: Console, progress: Progress,
+    summary: CheckSummary, err: Console, progress: Progress, route: bool = True,
 ) -> None:
     task = progress.add_task("checking", total=len(lines), completed=0)
     with output.open("a", encoding="utf-8") as out:
@@ -357,7 +392,8 @@ async def _check_all(
                 progress.advance(task)
                 continue
             try:
-                rec = await check_item(backend, parse_line(number, text), adapter)
+                rec = await check_item(backend, parse_line(number, text), adapter,
+                                       route=route)
             except Exception as exc:
                 reason = failure_reason(exc)
                 summary.errors.append((number, reason))
@@ -372,9 +408,10 @@ async def _check_all(
 
 def run_check(
     input_path: Path, output: Path, backend: Any, *, adapter: str | None = None,
-    console: Console | None = None,
+    console: Console | None = None, route: bool = True,
 ) -> CheckSummary:
-    """Check every line of ``input_path`` not yet in ``output``, appending results."""
+    """Check every line of ``input_path`` not yet in ``output``, appending results
+    (``route``: what a program decides exactly is decided by it, ``check_item``)."""
     err = console or Console(stderr=True, soft_wrap=True)
     guard_paths(input_path, output)
     lines = dataset_lines(input_path)
@@ -383,7 +420,8 @@ def run_check(
     summary = CheckSummary(total=len(lines))
     progress = make_progress(err)
     with progress:
-        asyncio.run(_check_all(lines, output, backend, adapter, done, summary, err, progress))
+        asyncio.run(_check_all(lines, output, backend, adapter, done, summary, err, progress,
+                               route))
     tally(output, summary)
     return summary
 

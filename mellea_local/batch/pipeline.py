@@ -393,12 +393,13 @@ def run(
     input_path: str | Path, output: str | Path, *, model: str = "embedded",
     adapter: str | None = None, device: str | None = None, dtype: str | None = None,
     options: RayOptions | None = None, console: Console | None = None,
-    observer: Callable[[BatchEvent], None] | None = None,
+    observer: Callable[[BatchEvent], None] | None = None, route: bool = True,
 ) -> CheckSummary:
     """Check every line of ``input_path`` (JSONL or Parquet) not yet in ``output`` on Ray.
 
-    The arguments are ``check``'s (``model``, ``adapter``, ``device``, ``dtype``) plus the
-    pool's ``options``. Returns the same ``CheckSummary`` as the local engine (accuracy over
+    The arguments are ``check``'s (``model``, ``adapter``, ``device``, ``dtype``, ``route``)
+    plus the pool's ``options``.
+    Returns the same ``CheckSummary`` as the local engine (accuracy over
     the whole output when it holds labels). Everything is validated before Ray starts: the
     options, the model flags, the output file and every input line. A pool that dies past
     its restart budget raises ``BatchRunError`` after writing what it finished.
@@ -436,7 +437,7 @@ def run(
     output.parent.mkdir(parents=True, exist_ok=True)
     if pending.rows:
         spec = BackendSpec(model=model, device=device, dtype=dtype, adapter=adapter,
-                           threads=options.threads)
+                           threads=options.threads, route=route)
         _run_pool(pending, records, spec, options, summary, err, observer)
     if parquet_out:
         records.touch()

@@ -12,6 +12,13 @@ Every cell (a family, or overall) carries the field's figures from
 ``mellea_local.requirements.metrics.binary_scores``: balanced accuracy with its 95 % bootstrap
 interval, yes-F1, no-F1, and whether the cell is too small to mean much; plain accuracy stays
 beside them. The always-yes and always-no floors are scored the same way (``floor_rows``).
+
+Routing (``route=True``; ``bench --only accuracy`` passes it unless ``--no-route``, since
+``validate`` and ``check`` route by default): beside each adapter's own row comes
+``<adapter>+route``, the same verdicts except where a program decides the requirement exactly
+(``requirements.verify.route``), which is what a
+user of ``validate``/``check`` gets by default. Its row says how many checks were routed and how
+right the programs were on them (``routed``), so the routed verdicts can be judged on their own.
 """
 
 from __future__ import annotations
@@ -188,9 +195,48 @@ def adapter_accuracy(
     }
 
 
+def routed_verdicts(items: list[LabelledItem]) -> tuple[list[list[bool | None]], list[str]]:
+    """Per item, per requirement: the program's verdict where one decides it exactly, else None;
+    and the deciders' names (``Mapping.decider``) of the routed checks, in order."""
+    from mellea_local.requirements.verify import route, verify
+
+    out: list[list[bool | None]] = []
+    names: list[str] = []
+    for item in items:
+        answer = next((m.get("content") for m in reversed(item.messages)
+                       if m.get("role") == "assistant"), None)
+        prompt = next((m.get("content") for m in reversed(item.messages)
+                       if m.get("role") == "user"), None)
+        row: list[bool | None] = []
+        for req in item.requirements:
+            mapping = route(req, prompt) if isinstance(answer, str) else None
+            row.append(None if mapping is None else verify(mapping, answer))
+            if mapping is not None:
+                names.append(mapping.decider())
+        out.append(row)
+    return out, names
+
+
+def route_row(items: list[LabelledItem], families: list[str], row: dict[str, Any],
+              verdicts: list[list[bool]], routed: list[list[bool | None]]) -> dict[str, Any]:
+    """``row``'s adapter with routing: its verdicts where no program decides, the program's
+    where one does; ``routed`` holds how many checks a program decided and its accuracy."""
+    merged = [[a if r is None else r for a, r in zip(got, progs, strict=True)]
+              for got, progs in zip(verdicts, routed, strict=True)]
+    out = adapter_accuracy(items, families, f"{row['kind']}+route", merged, 0.0)
+    pairs = [(r, label) for progs, item in zip(routed, items, strict=True)
+             for r, label in zip(progs, item.labels, strict=True) if r is not None]
+    n = sum(len(item.labels) for item in items)
+    out["routed"] = {"checks": len(pairs), "of": n,
+                     "accuracy": sum(r == y for r, y in pairs) / len(pairs) if pairs else None}
+    out["ms_per_check"] = None if row["ms_per_check"] is None or not n else (
+        row["ms_per_check"] * (n - len(pairs)) / n)
+    return out
+
+
 async def aevaluate_accuracy(
     backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
-    tick: Tick | None = None,
+    tick: Tick | None = None, route: bool = False,
 ) -> dict[str, Any]:
     """Accuracy per family per adapter (async form of ``evaluate_accuracy``)."""
     from mellea_local.intrinsics.requirement_check import check_outputs
@@ -203,6 +249,7 @@ async def aevaluate_accuracy(
             "backend.add_adapter('requirement-check') or pass --adapter.")
     out = accuracy_frame(items)
     contexts = [context_of(item.messages) for item in items]
+    routed = routed_verdicts(items)[0] if route else None
     for adapter in chosen:
         verdicts = []
         t0 = time.perf_counter()
@@ -215,12 +262,15 @@ async def aevaluate_accuracy(
         out["adapters"][adapter.name] = adapter_accuracy(
             items, out["families"], adapter.kind.value, verdicts,
             time.perf_counter() - t0)
+        if routed is not None:
+            out["adapters"][f"{adapter.name}+route"] = route_row(
+                items, out["families"], out["adapters"][adapter.name], verdicts, routed)
     return out
 
 
 def evaluate_accuracy(
     backend: Any, items: list[LabelledItem], *, adapters: list[Any] | None = None,
-    tick: Tick | None = None,
+    tick: Tick | None = None, route: bool = False,
 ) -> dict[str, Any]:
     """Accuracy per family per adapter: ``{"examples", "families", "adapters": {name: ...}}``.
 
@@ -228,5 +278,7 @@ def evaluate_accuracy(
     ``score_cell`` makes it), ``overall``, ``mean_family_accuracy`` and ``ms_per_check``;
     ``floors`` holds the always-yes and always-no rows. ``adapters`` defaults to every
     requirement-check adapter on the backend; ``tick`` is called once per item per adapter.
+    ``route`` adds each adapter's ``<name>+route`` row (module docstring).
     """
-    return asyncio.run(aevaluate_accuracy(backend, items, adapters=adapters, tick=tick))
+    return asyncio.run(aevaluate_accuracy(backend, items, adapters=adapters, tick=tick,
+                                          route=route))

@@ -1,13 +1,15 @@
-"""Which labelled files ``bench --only accuracy`` scores: the three shipped evaluation splits.
+"""Which labelled files ``bench --only accuracy`` scores: the four shipped evaluation splits.
 
 One accuracy figure on the data a checker was trained beside says little about the checks a user
-writes, so a real ``--model`` is scored on three splits shipped under
+writes, so a real ``--model`` is scored on four splits shipped under
 ``benchmarks/data/requirement-check/`` (or the wheel's bundled copy, ``mellea_local.datasets``):
 
 - ``held-out``: ``<base>.jsonl``, the training families in phrasings and words never trained on;
 - ``held-out-families``: ``<base>.families.jsonl``, requirement types never in training;
 - ``user-style``: ``user-style.jsonl``, hand-written realistic checks, labels decided by reading
-  (one file for every model: nothing in it depends on a base model).
+  (one file for every model: nothing in it depends on a base model);
+- ``user-style-2``: ``user-style-2.jsonl``, a second, smaller hand-written set, written before
+  the routing patterns of ``requirements.verify`` were broadened (their out-of-sample check).
 
 ``--split`` picks some (default: every one that is present; an absent one is one line in the
 report). ``--dataset FILE`` scores that file alone instead.
@@ -24,8 +26,10 @@ from mellea_local.datasets import dataset_path, held_out_path
 from mellea_local.errors import BenchConfigError
 from mellea_local.launch import EMBEDDED
 
-SPLITS = ("held-out", "held-out-families", "user-style")
+SPLITS = ("held-out", "held-out-families", "user-style", "user-style-2")
 USER_STYLE_FILE = "user-style.jsonl"
+USER_STYLE_2_FILE = "user-style-2.jsonl"
+_USER_FILES = {"user-style": USER_STYLE_FILE, "user-style-2": USER_STYLE_2_FILE}
 SYNTHETIC = "synthetic"
 """The split name of the embedded model's synthetic held-out set (no file)."""
 
@@ -33,6 +37,7 @@ WHAT = {
     "held-out": "held-out phrasings and words of the trained families",
     "held-out-families": "requirement types never in training",
     "user-style": "hand-written realistic checks, labels decided by reading",
+    "user-style-2": "a second hand-written set, written before the routing patterns",
     SYNTHETIC: "the embedded model's synthetic held-out set",
 }
 
@@ -58,14 +63,14 @@ def split_path(name: str, base: str,
                locate: Callable[[str], Path] | None = None) -> Path:
     """Where split ``name`` of base model ``base`` is (it may not exist)."""
     files = {"held-out": f"{base}.jsonl", "held-out-families": f"{base}.families.jsonl",
-             "user-style": USER_STYLE_FILE}
+             **_USER_FILES}
     if name not in files:
         raise BenchConfigError(f"--split {name}: no such split; use one of "
                                f"{', '.join(SPLITS)}.")
     if locate is not None:
         return locate(files[name])
-    if name == "user-style":
-        return dataset_path(REQUIREMENT_CHECK, USER_STYLE_FILE)
+    if name in _USER_FILES:
+        return dataset_path(REQUIREMENT_CHECK, _USER_FILES[name])
     return held_out_path(REQUIREMENT_CHECK, base,
                          None if name == "held-out" else "families")
 

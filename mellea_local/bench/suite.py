@@ -84,6 +84,9 @@ class SuiteConfig:
     """The shipped evaluation splits to score (``bench.splits``); empty: every one present."""
     judge: bool = True
     """Score the base model asked as a judge beside the adapters (``bench.judge``)."""
+    route: bool = True
+    """Add each adapter's ``+route`` row: what ``validate``/``check`` decide by default, a
+    program's exact verdict where one maps (``bench.accuracy``); ``--no-route`` leaves it out."""
     engine: str = "local"  # "ray": the accuracy section runs on a Ray Data actor pool
     backend: str = "hf"
     """The engine the accuracy section scores on (``--backend``, ``backends.registry``); the
@@ -346,6 +349,7 @@ def run_suite(cfg: SuiteConfig, *, console: Console | None = None) -> SuiteRun:
             "split_lines": {n: len(lines) for n, lines in items.items()},
             "limit": cfg.limit,
             "judge": cfg.judge,
+            "route": cfg.route,
             "examples_per_family": (cfg.examples or grid.examples_per_family) if synthetic
             else None,
             "seed": cfg.seed if synthetic else None,
@@ -487,7 +491,8 @@ def _accuracy_section(
                                for a in adapters}
         for name, lines in items.items():
             tick = bars.task(f"{name}: adapters", len(lines) * len(adapters))
-            acc = evaluate_accuracy(backend, lines, adapters=adapters, tick=tick)
+            acc = evaluate_accuracy(backend, lines, adapters=adapters, tick=tick,
+                                    route=cfg.route)
             if cfg.judge:
                 from mellea_local.bench.judge import add_judge
 

@@ -131,13 +131,21 @@ CHECK_EPILOG = (
     "for every requirement or a list with one per requirement; \"id\" (optional) is copied "
     "to the output. The last message must be the assistant turn the requirements judge.\n\n"
     "Output: one JSON object per checked line: line, id, requirements, scores, verdicts "
-    "(score > 0.5), with labels labels and correct, and input_hash. A rerun skips lines "
+    "(score > 0.5), decided_by (\"adapter\" or the program that decided exactly; see "
+    "--no-route), with labels labels and correct, and input_hash. A rerun skips lines "
     "already there; an output whose records do not match the input's lines (an edited input, "
     "another dataset's -o) is refused, never counted.\n\n"
     "Exit status: 0 every line checked (or already done); 1 error, see the message; 3 the run "
     "finished but some lines were malformed or failed (each listed with its line number); "
     "--allow-bad-lines turns 3 into 0."
 )
+
+
+NoRouteOpt = Annotated[bool, typer.Option(
+    "--no-route", help="Send every requirement to the adapter. By default a requirement a "
+    "program can decide exactly (\"Keep it under 50 words.\", \"Reply in JSON.\") is decided "
+    "by it with no forward: an IFEval registry verifier (pip install 'mellea-local\\[verify]') "
+    "or one of our rules; the record's decided_by says which.")]
 
 
 # typer renders help as Rich markup, where "[ray]" is a style tag and vanishes: a literal
@@ -202,6 +210,7 @@ def check(
     backend_name: BackendOpt = "hf",
     server_url: ServerUrlOpt = None,
     api_key_file: ApiKeyFileOpt = None,
+    no_route: NoRouteOpt = False,
 ) -> None:
     """Run requirement checks over a JSONL dataset (resumable; bad lines are reported, skipped)."""
     from rich.console import Console
@@ -241,7 +250,7 @@ def check(
             if adapter is None:
                 require_check_adapter(model)  # one line, before any actor loads a model
             summary = run(input_path, output, model=model, adapter=adapter, device=device,
-                          dtype=dtype, options=options)
+                          dtype=dtype, options=options, route=not no_route)
         else:
             lines = dataset_lines(input_path)  # a missing or unreadable input: before the model
             if output.suffix.lower() in (".parquet", ".pq"):
@@ -265,7 +274,8 @@ def check(
                 backend, name = load_check_backend(model, device=device, dtype=dtype,
                                                    adapter=adapter)
             output.parent.mkdir(parents=True, exist_ok=True)
-            summary = run_check(input_path, output, backend, adapter=name)
+            summary = run_check(input_path, output, backend, adapter=name,
+                                route=not no_route)
         console = Console(soft_wrap=True)
         report(summary, output, console)
         console.print(f"results: {output.resolve()}", markup=False, highlight=False)
@@ -422,6 +432,10 @@ def bench(
     judge: Annotated[bool, typer.Option(
         "--judge/--no-judge", help="Also score the base model asked as a judge (no adapter) "
         "beside each adapter.")] = True,
+    route: Annotated[bool, typer.Option(
+        "--route/--no-route", help="Beside each adapter, score it with routing as validate and "
+        "check run by default (a program decides what it can verify exactly: row "
+        "<adapter>+route).")] = True,
     pool: PoolOpt = None,
     engine: OldEngineOpt = None,
     actors: ActorsOpt = None,
@@ -443,7 +457,7 @@ def bench(
                    size=size,
                    model=model, adapter=adapter, device=device, dtype=dtype, threads=threads,
                    lengths=lengths, repeats=repeats, examples=examples, seed=seed, skip=skip,
-                   only=only, limit=limit, judge=judge, pool=pool, actors=actors,
+                   only=only, limit=limit, judge=judge, route=route, pool=pool, actors=actors,
                    ray_address=ray_address, batch_size=batch_size, gpus_per_actor=gpus_per_actor,
                    backend=backend_name, server_url=server_url,
                    api_key_file=api_key_file)  # the key's file is recorded, never the key
@@ -465,7 +479,7 @@ def bench(
             dataset=dataset, device=device, dtype=dtype, threads=threads,
             lengths=parse_lengths(lengths), repeats=repeats, examples=examples, seed=seed,
             skip=tuple(skip or ()), only=tuple(only or ()), limit=limit, judge=judge,
-            command=command_line(options), engine=chosen, ray=ray,
+            route=route, command=command_line(options), engine=chosen, ray=ray,
             splits=tuple(split or ()), backend=serving.backend,
             server_urls=serving.server_urls, api_key=serving.api_key(),
         )

@@ -11,7 +11,8 @@ from mellea_local.bench.report import informational
 from mellea_local.bench.suite import SuiteRun
 from mellea_local.errors import InvalidInputError
 
-DEFAULTS: dict[str, Any] = {"seed": 9000, "engine": "local", "judge": True, "backend": "hf"}
+DEFAULTS: dict[str, Any] = {"seed": 9000, "engine": "local", "judge": True, "route": True,
+                            "backend": "hf"}
 """Options whose default values are left out of the recorded command line."""
 
 

@@ -1,9 +1,11 @@
 """The demo ``make demo`` runs: the whole product on the shipped embedded model, offline.
 
 Five short acts, each a real code path a user gets: an answer with its thinking, the six
-requirement checks on it (aLoRA, base KV cache reused: see the prefilled/reused columns), the
-same checks as one batch, a ReACT agent run with the built-in tools, and instruct with
-rejection sampling. Everything runs on ``LocalHFBackend.embedded()`` (a few-M-parameter model
+requirement checks on it as ``validate`` decides them by default (a program where one decides
+the requirement exactly, no forward; else the aLoRA, base KV cache reused: see the
+prefilled/reused columns), the aLoRA alone on the same checks as one batch, a ReACT agent run
+with the built-in tools, and instruct with rejection sampling. Everything runs on
+``LocalHFBackend.embedded()`` (a few-M-parameter model
 trained by ``scripts/train_embedded.py``), so it takes seconds on a laptop CPU; ``--backend
 llama-server`` runs the same acts on a llama-server (started on the model's GGUF export, or
 the ``--server-url`` ones).
@@ -32,6 +34,7 @@ from mellea_local.options import ModelOption
 from mellea_local.react import react
 from mellea_local.requirements import Requirement, avalidate
 from mellea_local.requirements.result import passes
+from mellea_local.requirements.verify import route, verify
 from mellea_local.sampling import RejectionSamplingStrategy, ainstruct
 
 QUESTION = "What is the capital of France?"
@@ -72,25 +75,38 @@ async def _answer(console: Console, backend: LocalHFBackend) -> tuple[ChatContex
 async def _checks(
     console: Console, backend: LocalHFBackend, ctx: ChatContext, answer: str
 ) -> None:
-    console.rule("[bold]2. Requirement checks on that answer (aLoRA, base KV cache reused)")
+    console.rule("[bold]2. Requirement checks on that answer (a program where one decides "
+                 "exactly, else the aLoRA with the base KV cache reused)")
     table = Table(show_edge=False)
-    for col in ("requirement", "score", "verdict", "truth", "ms", "prefilled", "reused"):
-        table.add_column(col, justify="left" if col == "requirement" else "right")
+    for col in ("requirement", "decided by", "score", "verdict", "truth", "ms", "prefilled",
+                "reused"):
+        table.add_column(col, justify="left" if col in ("requirement", "decided by")
+                         else "right")
     for family, req in zip(FAMILIES, REQUIREMENTS, strict=True):
         t0 = time.perf_counter()
-        score = await arequirement_check(ctx, backend, req)
+        mapping = route(req, QUESTION)
+        if mapping is not None:  # what validate does by default: no forward at all
+            score = 1.0 if verify(mapping, answer) else 0.0
+            by = mapping.decider().split("(")[0].replace("length_constraints:", "")
+            by, prefilled, reused = by.replace("detectable_format:", ""), "0", "0"
+        else:
+            score = await arequirement_check(ctx, backend, req)
+            last = backend.stats.last
+            by, prefilled, reused = ("aLoRA", str(last.prefilled_tokens),
+                                     str(last.reused_tokens))
         ms = (time.perf_counter() - t0) * 1000
-        last = backend.stats.last
         truth = "[dim]pass[/]" if PREDICATES[family](answer, SLOTS) else "[dim]fail[/]"
-        table.add_row(escape(req), f"{score:.3f}", _verdict(score), truth, f"{ms:.1f}",
-                      str(last.prefilled_tokens), str(last.reused_tokens))
+        table.add_row(escape(req), escape(by), f"{score:.3f}", _verdict(score), truth,
+                      f"{ms:.1f}", prefilled, reused)
     console.print(table)
-    console.print("[dim]  truth = the Python rule the training labels come from (the tiny model "
+    console.print("[dim]  decided by = the program validate() routes a requirement to when one "
+                  "decides it exactly (an IFEval registry verifier, or our rule), else the "
+                  "aLoRA; truth = the Python rule the training labels come from (the tiny model "
                   "is wrong where they differ); prefilled = tokens run through the model for "
                   "the check; reused = conversation tokens served from the base model's KV "
                   "cache.[/]")
 
-    console.rule("[bold]3. The same six checks as one batch")
+    console.rule("[bold]3. The same six checks as one batch (the aLoRA alone, route=False)")
     t0 = time.perf_counter()
     scores = await arequirement_checks(ctx, backend, REQUIREMENTS)
     ms = (time.perf_counter() - t0) * 1000
@@ -119,7 +135,9 @@ async def _judge_checks(
                                    model_options=JUDGE_OPTIONS)
         ms = (time.perf_counter() - t0) * 1000
         truth = "[dim]pass[/]" if PREDICATES[family](answer, SLOTS) else "[dim]fail[/]"
-        said = escape(repr((result.reason or "").strip()[:20]))
+        reason = (result.reason or "").strip()
+        said = escape(reason[reason.index("verified by"):].split(")")[0] + ")"
+                      if "verified by" in reason else repr(reason[:20]))
         table.add_row(escape(req), said, _verdict(1.0 if result else 0.0), truth, f"{ms:.0f}")
     console.print(table)
     console.print("[dim]  judge = the model's own yes/no answer to a checking prompt (no "

@@ -12,11 +12,15 @@ Each requirement goes one of three ways, decided here and not by the backend:
 3. otherwise the model answers a yes/no question, read with the requirement's
    ``_judge_reader()`` (the yes/no parser for an ``ALoraRequirement`` without its adapter).
 
-Opt-in routing (``route=True``, our deviation from mellea 0.8, which has no such option): a
-requirement without a ``validation_fn`` whose whole description maps confidently to one
-verifier of Google's IFEval registry (``verify.route``) is decided by that program instead,
-with no forward at all: score 1.0 or 0.0 and a ``reason`` naming the verifier and its kwargs.
-Off by default; without the ``[verify]`` extra every requirement goes on as above (logged once).
+Routing, on by default (``route=True``; our deviation from mellea 0.8, which has no such
+option; ``route=False`` restores the peer's behaviour exactly): a plain ``Requirement`` without a
+``validation_fn`` whose whole description maps confidently to one verifier of Google's IFEval
+registry or one of our exact rules (``verify.route``: "Keep it under 50 words.", "Reply in
+JSON.", "End with a question.") is decided by that program instead, with no forward at all:
+score 1.0 or 0.0 and a ``reason`` naming who decided ("verified by ifeval <id>(<kwargs>)" or
+"verified by rule <name>(<kwargs>)"). An ``ALoraRequirement`` or ``LLMaJRequirement`` names its
+judge and is never routed (``verifiable = False``). Without the ``[verify]`` extra, registry
+verifiers are skipped (one logged warning per process) and those requirements go on as above.
 
 The engine sees requirements only through those hooks and the plain attributes
 (``validation_fn``, ``description``, ``judge_prompt``), so it depends on no requirement class:
@@ -97,6 +101,14 @@ def _output_text(ctx: Context) -> str:
     )
 
 
+def _last_user_text(ctx: Context) -> str | None:
+    """The user's last message (a routed "repeat the request" is checked against it)."""
+    for entry in reversed(ctx.as_list() or []):
+        if isinstance(entry, Message) and entry.role == "user":
+            return entry.content if isinstance(entry.content, str) else None
+    return None
+
+
 async def _run_fn(r: Checkable, ctx: Context) -> ValidationResult:
     verdict = r.validation_fn(ctx)  # type: ignore[misc]
     if inspect.isawaitable(verdict):
@@ -112,14 +124,15 @@ async def _run_fn(r: Checkable, ctx: Context) -> ValidationResult:
 
 
 async def _verified(r: Checkable, mapping: Any, ctx: Context) -> ValidationResult:
-    """The registry program's verdict on the output text: no model call at all."""
+    """The program's verdict on the output text (a registry verifier or our rule): no model
+    call at all."""
     from mellea_local.requirements.verify import verify
 
     verdict = verify(mapping, _output_text(ctx))
     state = "satisfied" if verdict else "not satisfied"
     return ValidationResult(
         verdict,
-        reason=f"Requirement {state} (verified by ifeval {mapping}): {r.description}",
+        reason=f"Requirement {state} (verified by {mapping.decider()}): {r.description}",
         score=1.0 if verdict else 0.0,
         context=ctx,
     )
@@ -214,12 +227,14 @@ async def check_requirements(
     output: Any = None,
     format: type[Any] | None = None,
     model_options: dict[str, Any] | None = None,
-    route: bool = False,
+    route: bool = True,
 ) -> list[ValidationResult]:
     """Check requirements already known to be checkable (a validation_fn or a non-blank
     description); results keep their order. The context, backend and options are checked
-    here, before anything runs. ``route=True`` lets a program decide what it can verify
-    (module docstring)."""
+    here, before anything runs. ``route`` (default on) lets a program decide what it can
+    verify exactly (module docstring); ``route=False`` sends everything to the model."""
+    if not isinstance(route, bool):
+        raise InputTypeError(f"route must be True or False, got {route!r:.60}.")
     ctx = _validation_context(check_context(context), output)
     check_backend(backend)
     check_options(model_options)
@@ -231,9 +246,11 @@ async def check_requirements(
     if route:
         from mellea_local.requirements.verify import route as route_of
 
+        prompt = _last_user_text(ctx)
         for i, r in enumerate(checked):
-            if r.validation_fn is None and r.description:
-                mapping = route_of(r.description)
+            if (r.validation_fn is None and r.description
+                    and getattr(r, "verifiable", True)):
+                mapping = route_of(r.description, prompt)
                 if mapping is not None:
                     routed[i] = mapping
     for i, r in enumerate(checked):

@@ -52,7 +52,13 @@ class Requirement(Component[bool]):
     ``validation_fn(ctx)`` checks it in code (returning a ``ValidationResult`` or a bool);
     without one, a model judges ``description``. ``output_to_bool`` reads a yes/no judge's
     answer. ``check_only`` marks requirements that are reported but not used for repair.
+
+    ``verifiable`` (our addition): a plain Requirement whose description a program can decide
+    exactly ("Keep it under 50 words.") is routed to that program when validation routes (the
+    default, ``requirements.verify``); the subclasses that name their judge set it False.
     """
+
+    verifiable = True
 
     def __init__(
         self,
@@ -128,17 +134,19 @@ class Requirement(Component[bool]):
         *,
         format: type[Any] | None = None,
         model_options: dict[str, Any] | None = None,
+        route: bool = True,
     ) -> ValidationResult:
         """Check this requirement against the last output in ``ctx`` (the peer's method form).
 
-        The same routing as ``avalidate``: ``validation_fn`` if any, else the backend's
-        requirement-check adapter when it has one (the KV-reuse fast path), else the model's
-        yes/no answer, whose bare "yes"/"no" becomes ``description`` as the reason.
+        The same routing as ``avalidate``: ``validation_fn`` if any, else (``route``, on by
+        default, our deviation) a program when the description maps to one exactly, else the
+        backend's requirement-check adapter when it has one (the KV-reuse fast path), else the
+        model's yes/no answer, whose bare "yes"/"no" becomes ``description`` as the reason.
         """
         if self.validation_fn is None:
             description_of(self, "requirement", fn_ok=True)
         [result] = await check_requirements(
-            [self], ctx, backend, format=format, model_options=model_options
+            [self], ctx, backend, format=format, model_options=model_options, route=route
         )
         return result
 
@@ -150,6 +158,7 @@ class LLMaJRequirement(Requirement):
     """A requirement always judged by the model's own yes/no answer, never by an adapter."""
 
     use_aloras = False
+    verifiable = False  # it names its judge: the model's yes/no answer
 
     def _judging_intrinsic(self, backend: Backend) -> str | None:
         return None
@@ -164,6 +173,7 @@ class ALoraRequirement(Requirement):
     """
 
     use_aloras = True
+    verifiable = False  # it names its judge: the adapter
 
     def __init__(self, description: str, intrinsic_name: str | None = REQUIREMENT_CHECK):
         if not isinstance(description, str) or not description.strip():

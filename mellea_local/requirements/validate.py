@@ -45,18 +45,21 @@ async def avalidate(
     output: Any = None,
     format: type[Any] | None = None,
     model_options: dict[str, Any] | None = None,
-    route: bool = False,
+    route: bool = True,
 ) -> list[ValidationResult]:
     """Check each requirement (strings become Requirements); results keep their order.
 
     ``reqs`` is one requirement or a list of them; each needs a validation_fn or a non-blank
     description (``InvalidInputError`` / ``InputTypeError`` otherwise, before anything runs).
 
-    ``route=True`` (our deviation; mellea 0.8 has no such option): a requirement whose whole
-    text maps confidently to one IFEval registry verifier ("Keep it under 50 words.", "Reply
-    in JSON.") is decided by that program, exactly and with no forward; its ``reason`` says
-    "verified by ifeval <verifier>(<kwargs>)". Everything else is judged as without it. Needs
-    the ``[verify]`` extra; without it, routing is skipped with one logged warning.
+    ``route`` (on by default; our deviation, mellea 0.8 has no such option): a plain
+    requirement whose whole text maps confidently to one IFEval registry verifier or one of
+    our exact rules ("Keep it under 50 words.", "Reply in JSON.", "End with a question.") is
+    decided by that program, exactly and with no forward; its ``reason`` says "verified by
+    ifeval <verifier>(<kwargs>)" or "verified by rule <name>(<kwargs>)". Everything else is
+    judged as without it; ``route=False`` judges everything with the model, as the peer does.
+    Registry verifiers need the ``[verify]`` extra; without it they are skipped with one
+    logged warning per process.
     """
     if not isinstance(route, bool):
         raise InputTypeError(f"route must be True or False, got {route!r:.60}.")

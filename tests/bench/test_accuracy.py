@@ -194,3 +194,32 @@ def test_missing_and_empty_datasets_are_refused(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DatasetError, match="holds no lines"):
         read_dataset(tmp_path / "empty.jsonl")
+
+
+def test_the_route_row_is_the_adapter_with_programs_deciding_what_they_can(bench_backend):
+    """``route=True`` adds ``<adapter>+route``: the adapter's verdicts, replaced by the program's
+    exact verdict wherever a requirement maps (what validate/check decide by default)."""
+    from mellea_local.bench.accuracy import LabelledItem, routed_verdicts
+    from mellea_local.requirements.verify import route, verify
+
+    pytest.importorskip("langdetect")
+    items = synthetic_items(seed=4, n_per_family=2)
+    items.append(LabelledItem(
+        messages=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
+        requirements=["End with a question.", "The reply is friendly."], labels=[False, True],
+        families=["question", "tone"]))
+    alora = bench_backend.adapters["rc_alora"]
+    plain = evaluate_accuracy(bench_backend, items, adapters=[alora])
+    acc = evaluate_accuracy(bench_backend, items, adapters=[alora], route=True)
+    assert list(acc["adapters"]) == ["rc_alora", "rc_alora+route"]
+    assert acc["adapters"]["rc_alora"]["overall"] == plain["adapters"]["rc_alora"]["overall"]
+    row = acc["adapters"]["rc_alora+route"]
+    assert row["kind"] == "alora+route"
+    progs, names = routed_verdicts(items)
+    routed = [(p, y) for got, item in zip(progs, items, strict=True)
+              for p, y in zip(got, item.labels, strict=True) if p is not None]
+    assert row["routed"]["checks"] == len(routed) == len(names) >= 1
+    assert row["routed"]["of"] == sum(len(i.labels) for i in items)
+    # Each routed verdict is the program's own, run directly.
+    assert progs[-1][0] is verify(route("End with a question."), "Hello!") is False
+    assert progs[-1][1] is None  # semantic: the adapter decides

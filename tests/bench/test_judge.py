@@ -159,7 +159,8 @@ def test_only_limit_and_the_splits(tmp_path):
 
     # Nothing shipped: every default split is a one-line note naming its file.
     found, missing = accuracy_splits("smollm2-135m", None, locate=locate)
-    assert found == [] and list(missing) == ["held-out", "held-out-families", "user-style"]
+    assert found == [] and list(missing) == ["held-out", "held-out-families", "user-style",
+                                                  "user-style-2"]
     assert str(tmp_path / "SmolLM2-135M-Instruct.families.jsonl") in missing[
         "held-out-families"]
     for name in ("SmolLM2-135M-Instruct.jsonl", "user-style.jsonl"):
@@ -167,7 +168,7 @@ def test_only_limit_and_the_splits(tmp_path):
     found, missing = accuracy_splits("smollm2-135m", None, locate=locate)
     assert [(s.name, s.path.name) for s in found] == [
         ("held-out", "SmolLM2-135M-Instruct.jsonl"), ("user-style", "user-style.jsonl")]
-    assert list(missing) == ["held-out-families"]
+    assert list(missing) == ["held-out-families", "user-style-2"]
     # --split picks, in the order asked; an absent one asked for is an error naming its file.
     found, _ = accuracy_splits("smollm2-135m", None, ("user-style", "held-out"), locate=locate)
     assert [s.name for s in found] == ["user-style", "held-out"]

@@ -38,6 +38,17 @@ def test_the_user_style_set_parses_and_is_balanced_enough():
     assert max(Counter(f for f, _ in checks).values()) <= 15  # no family dominates
 
 
+def test_the_second_user_style_set_parses_and_mixes_labels_and_kinds():
+    """user-style-2: the fresh hand-written set routing is measured on out of sample."""
+    path = split_path("user-style-2", "SmolLM2-135M-Instruct")
+    assert path.name == "user-style-2.jsonl" and path.is_file()
+    items = read_dataset(path)
+    labels = [y for item in items for y in item.labels]
+    assert len(labels) >= 40 and 0.4 <= sum(labels) / len(labels) <= 0.6
+    families = Counter(f for item in items for f in item.families)
+    assert len(families) >= 12 and families["near-miss"] >= 5
+
+
 def test_a_real_model_scores_every_shipped_split_that_exists():
     found, missing = accuracy_splits("smollm2-135m", None)
     names = [s.name for s in found] + list(missing)
@@ -69,7 +80,9 @@ def test_the_embedded_model_on_the_user_style_split(limit, tmp_path, monkeypatch
     n_lines = len(read_dataset(USER_STYLE))
     assert data["config"]["split_lines"] == {"user-style": limit or n_lines}
     assert set(acc["floors"]) == {"always yes", "always no"}
-    assert {row["kind"] for row in acc["adapters"].values()} == {"alora", "lora"}
+    # each adapter, and beside it the same adapter with routing (validate's default)
+    assert {row["kind"] for row in acc["adapters"].values()} == {
+        "alora", "lora", "alora+route", "lora+route"}
     for row in acc["adapters"].values():
         cell = row["overall"]
         assert cell["n"] == acc["examples"]

@@ -80,7 +80,9 @@ def test_quick_bench_writes_json_and_report_and_judges_nothing(tmp_path):
     if _embedded_shipped():
         # the two trained adapters, and the base model asked as a judge beside them
         synthetic = acc["splits"]["synthetic"]
-        assert {a["kind"] for a in synthetic["adapters"].values()} == {"alora", "lora", "judge"}
+        # (routing on by default: each adapter also has its +route row)
+        assert {a["kind"] for a in synthetic["adapters"].values()} == {
+            "alora", "lora", "judge", "alora+route", "lora+route"}
         assert set(synthetic["floors"]) == {"always yes", "always no"}
     else:  # no trained adapters in this build: a note, not a failure
         assert "not in this build" in acc["skipped"]
@@ -113,7 +115,8 @@ def test_accuracy_of_a_given_model_and_adapter_matches_its_checks(cli_model, tmp
     assert out["accuracy"]["adapters"] == {"cli-adapter": {"kind": "alora",
                                                            "path": str(adapter_dir)}}
     acc = out["accuracy"]["splits"]["data"]
-    assert list(acc["adapters"]) == ["cli-adapter", "judge (greedy)", "judge (probability)"]
+    assert list(acc["adapters"]) == ["cli-adapter", "cli-adapter+route", "judge (greedy)",
+                                     "judge (probability)"]
     assert set(acc["vs_judge"]["cli-adapter"]) == {"greedy", "probability"}
     assert acc["families"] == ["city", "Answer briefly.", "Mention paris.", "a", "b"]
 

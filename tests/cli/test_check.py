@@ -274,3 +274,23 @@ def test_help_documents_the_input_format_and_exit_status():
     for words in ('"messages"', '"role": "assistant"', '"requirements"', '"label": true',
                   "Exit status", "--allow-bad-lines"):
         assert words in text, words
+
+
+def test_routing_is_the_default_and_no_route_sends_everything_to_the_adapter(cli_model,
+                                                                              tmp_path):
+    """A requirement a program decides exactly is decided by it (decided_by names it, score
+    1.0 or 0.0); --no-route gives the adapter's score for it, the same as for the rest."""
+    line = {"messages": [{"role": "user", "content": "Capital of France?"},
+                         {"role": "assistant", "content": "Paris."}],
+            "requirements": ["Answer in under 5 words.", "Mention paris."], "label": True}
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps(line) + "\n")
+    routed, plain = tmp_path / "routed.jsonl", tmp_path / "plain.jsonl"
+    assert _check(cli_model, data, routed).exit_code == 0
+    assert _check(cli_model, data, plain, "--no-route").exit_code == 0
+    [r], [p] = read_jsonl(routed), read_jsonl(plain)
+    assert r["decided_by"] == [
+        "ifeval length_constraints:number_words(num_words=5, relation='less than')", "adapter"]
+    assert r["scores"][0] == 1.0 and p["decided_by"] == ["adapter", "adapter"]
+    assert p["scores"][0] != 1.0  # the random adapter's own score
+    assert r["scores"][1] == pytest.approx(p["scores"][1], abs=1e-5)

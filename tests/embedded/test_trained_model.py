@@ -224,10 +224,21 @@ async def test_check_command_on_the_embedded_model_reports_the_library_accuracy(
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == [f"h{i}" for i in range(len(examples))]
     right = 0
+    from mellea_local.requirements.verify import route, verify
+
     for ex, record in zip(examples, records, strict=True):
-        [score] = await _scores(embedded, context_of(ex.messages), [ex.requirement],
-                                kind="alora")
-        assert record["scores"] == [pytest.approx(score, abs=TOL)]
+        # Routing is on by default: a requirement a program decides exactly is decided by it
+        # (decided_by names it), the rest by the aLoRA.
+        mapping = route(ex.requirement, ex.messages[0]["content"])
+        if mapping is None:
+            assert record["decided_by"] == ["adapter"]
+            [score] = await _scores(embedded, context_of(ex.messages), [ex.requirement],
+                                    kind="alora")
+            assert record["scores"] == [pytest.approx(score, abs=TOL)]
+        else:
+            assert record["decided_by"] == [mapping.decider()]
+            score = 1.0 if verify(mapping, ex.messages[-1]["content"]) else 0.0
+            assert record["scores"] == [score]
         right += (score > 0.5) == ex.label
     assert f"accuracy: {right / len(examples):.4f}" in result.stdout
 
