@@ -146,7 +146,9 @@ def last_logits_locked(
                 fed = head + suffixes[0]
                 start = strategy.require_activation(adapter, fed)
                 kwargs: dict[str, Any] = {
-                    "input_ids": torch.tensor([fed], device=model.device),
+                    # where the ids are read; model.device walks the parameters (~20 us)
+                    "input_ids": torch.tensor(
+                        [fed], device=model.get_input_embeddings().weight.device),
                     "logits_to_keep": 1,
                     # where PEFT would place the adapter, found once (holder.forward)
                     **strategy.peft_forward_kwargs(len(fed) - start),

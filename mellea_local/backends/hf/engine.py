@@ -156,7 +156,7 @@ class Engine:
         for reuse, ``unreusable`` whether the call's adapter cannot read base K/V at all (a
         plain LoRA: ``stats.unreusable_calls``).
         """
-        taken, reused = self.prefix_cache.take(list(key)) if reuse else (None, 0)
+        taken, reused = self.prefix_cache.take(key) if reuse else (None, 0)
         checkout = Checkout(taken if taken is not None else new_cache(self.model), reused)
         try:
             yield checkout
