@@ -85,14 +85,38 @@ def test_an_alora_without_offsets_goes_through_peft(shared_embedded_backend):
     assert torch.equal(found, given)
 
 
-def test_a_failed_forward_leaves_no_adapter_and_no_hook(shared_embedded_backend):
+def test_from_the_invocation_on_equals_peft(shared_embedded_backend, monkeypatch):
+    """Every token fed is adapted (the aLoRA's layers run as plain LoRA layers)."""
     backend = shared_embedded_backend
     holder = backend.engine.holder
     adapter = backend.adapters["requirement-check_alora"]
     row, offset = _row(adapter)
+    ids = torch.tensor([row[-offset:]])
+    plain = []
+    as_plain = holder._as_plain_lora
+    monkeypatch.setattr(holder, "_as_plain_lora", lambda *a: plain.append(1) or as_plain(*a))
+    with torch.no_grad():
+        ours = holder.forward(adapter.name, input_ids=ids, alora_offsets=[offset]).logits
+        longer = holder.forward(adapter.name, input_ids=ids, alora_offsets=[offset + 5]).logits
+    assert plain == [1, 1]
+    assert torch.equal(ours, _peft(holder, adapter.name, input_ids=ids))
+    assert torch.equal(longer, ours)  # PEFT clips an offset to the tokens fed
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["hooked", "as-plain-lora"])
+def test_a_failed_forward_leaves_no_adapter_and_no_hook(shared_embedded_backend, whole):
+    backend = shared_embedded_backend
+    holder = backend.engine.holder
+    adapter = backend.adapters["requirement-check_alora"]
+    row, offset = _row(adapter)
+    fed = row[-offset:] if whole else row
+    variants = {id(m): dict(m.lora_variant) for m in holder.model.modules()
+                if hasattr(m, "lora_variant")}
     with pytest.raises((TypeError, RuntimeError, IndexError)):
-        holder.forward(adapter.name, input_ids=torch.tensor([row], dtype=torch.float32),
+        holder.forward(adapter.name, input_ids=torch.tensor([fed], dtype=torch.float32),
                        alora_offsets=[offset])
     holder.assert_base()
     assert holder.active_adapter is None
     assert _no_hooks(holder)
+    assert variants == {id(m): dict(m.lora_variant) for m in holder.model.modules()
+                        if hasattr(m, "lora_variant")}
