@@ -52,6 +52,8 @@ Usage (the caller holds the backend's model lock throughout):
         logits = peft_model(input_ids=ids[None, n:], **{kwarg: cache}).logits
         crop_to(cache, base_len)                      # drop the adapter-tainted K/V
         prefix_cache.store(ids[:base_len], cache)
+        # (or give_back(cache) when the cache was lent in place and base_len == n: the
+        # entry stays as it is, no re-keying; Engine.reusing does this for a warm check)
 
 If the model call raises, call :meth:`PrefixCache.discard` with the cache instead of storing it
 (some layers may have been extended and others not): a lent entry is cropped back, intact.
