@@ -279,7 +279,8 @@ class ModelHolder:
           this call only, as PEFT's forward places them after walking every module.
 
         Anything else (no offsets for an aLoRA, mixed adapters, embeddings instead of ids,
-        wrapped modules) goes through PEFT's forward unchanged.
+        wrapped modules) goes through PEFT's forward unchanged. The caller holds ``lock``, as
+        for every model call: the hooks and the set-aside variants are this call's alone.
         """
         offsets = kwargs.get("alora_offsets")
         ids = kwargs.get("input_ids")
