@@ -18,6 +18,7 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -281,9 +282,10 @@ class IOConfig:
 
     # -- instruction ----------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def instruction_fields(self) -> frozenset[str]:
-        """The ``{name}`` fields the instruction template needs (empty without one)."""
+        """The ``{name}`` fields the instruction template needs (empty without one); parsed
+        once (a frozen config: every call of the intrinsic reads it, three times a check)."""
         if self.instruction is None:
             return frozenset()
         return frozenset(_template_fields(self.instruction, self.source))
@@ -325,6 +327,11 @@ class IOConfig:
 
     def fast_path_spec(self) -> FastPathSpec | None:
         """How to score this adapter in one forward pass, or ``None`` when it cannot be."""
+        return self._fast_path
+
+    @cached_property
+    def _fast_path(self) -> FastPathSpec | None:
+        # Decided once per config (it is frozen), not on every check.
         return fast_path_spec(self.transformations, self.response_format)
 
     def apply_transformations(

@@ -52,6 +52,8 @@ Usage (the caller holds the backend's model lock throughout):
         logits = peft_model(input_ids=ids[None, n:], **{kwarg: cache}).logits
         crop_to(cache, base_len)                      # drop the adapter-tainted K/V
         prefix_cache.store(ids[:base_len], cache)
+        # (or give_back(cache) when the cache was lent in place and base_len == n: the
+        # entry stays as it is, no re-keying; Engine.reusing does this for a warm check)
 
 If the model call raises, call :meth:`PrefixCache.discard` with the cache instead of storing it
 (some layers may have been extended and others not): a lent entry is cropped back, intact.
@@ -307,6 +309,24 @@ class PrefixCache:
         if entry is not None:
             _crop_layers(entry.cache, len(entry))
             entry.lent = False
+
+    def give_back(self, cache: Cache) -> bool:
+        """Return a cache lent in place that holds exactly its entry's tokens again (an aLoRA
+        call cropped back to its invocation): the entry stays as it was, under its key, with
+        no re-keying. False when ``cache`` is not such a loan; then ``store`` it instead.
+
+        What ``store`` under the entry's own key would do, without converting and comparing
+        the key again (~0.1 ms a warm check at 2k tokens): no other entry can be superseded
+        by an unchanged key, and the spare room is capped the same way.
+        """
+        entry = self._lent.get(id(cache))
+        if entry is None or id(entry) not in self._entries or cache_seq_length(cache) != len(
+                entry):
+            return False
+        del self._lent[id(cache)]
+        entry.lent = False
+        _trim(cache, len(entry))
+        return True
 
     def store(self, ids: TokenIds, cache: Cache) -> bool:
         """Hand ``cache`` to the store, keyed by the ids it covers; True when it was kept.

@@ -35,8 +35,9 @@ from mellea_local.bench.subjects import REQUIREMENTS, fit_conversation
 from mellea_local.bench.timing import machine_info, sync_device
 from mellea_local.core.backend import REQUIREMENT_CHECK
 
-TARGET = 1.15
-"""``ours / floor`` at every length and thread count (issue 23)."""
+TARGET = 1.10
+"""``ours / floor`` at every length and thread count (issue 40, on the tiny model where our
+framework overhead weighs most; 1.15 in issue 23)."""
 
 
 def open_adapter_bench(backend: Any, alora_dir: Path) -> CheckBench:

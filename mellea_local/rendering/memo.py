@@ -14,7 +14,7 @@ bounded (``SIZE`` per tokenizer, least recently used dropped) and die with their
 
 from __future__ import annotations
 
-import json
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -68,9 +68,48 @@ def vocab_size(tokenizer: Any) -> int | None:
         return None
 
 
-def json_key(*parts: Any) -> str | None:
-    """An exact key for plain-JSON arguments, or None when some part is not plain JSON."""
+class _NotPlain(Exception):
+    """A part that is not plain JSON: the call is not memoised."""
+
+
+def json_key(*parts: Any) -> tuple[Any, ...] | None:
+    """An exact key for plain-JSON arguments, or None when some part is not plain JSON.
+
+    A nested tuple, not a ``json.dumps`` text: the strings stay the same objects, whose hashes
+    Python keeps, so keying a 4k-token conversation costs ~50 us instead of ~125 us (twice a
+    check). Exact as the text was, and stricter: a dict, a list, ``1``, ``1.0`` and ``True``
+    never key alike (each is tagged with its type), non-str dict keys and non-finite floats
+    are not plain JSON.
+    """
     try:
-        return json.dumps(parts, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError):
+        return tuple(_plain(part) for part in parts)
+    except _NotPlain:
         return None
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        try:
+            items = sorted(value.items())  # keys are unique: values are never compared
+        except TypeError:  # keys of mixed types
+            raise _NotPlain from None
+        out = []
+        for k, v in items:
+            if type(k) is not str:
+                raise _NotPlain
+            out.append((k, v if type(v) is str else _plain(v)))
+        return (dict, tuple(out))
+    if kind is list or kind is tuple:
+        return (list, tuple([v if type(v) is str else _plain(v) for v in value]))
+    if value is None or kind is bool or kind is int:
+        return (kind, value)
+    if kind is float and math.isfinite(value):
+        return (float, value)
+    if isinstance(value, str):  # a subclass: its text, as json.dumps would write it
+        return str.__str__(value)
+    if isinstance(value, dict | list | tuple):  # subclasses: as their plain forms
+        return _plain(dict(value) if isinstance(value, dict) else list(value))
+    raise _NotPlain

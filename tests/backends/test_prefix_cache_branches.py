@@ -75,6 +75,32 @@ def test_a_failed_borrower_is_discarded_and_the_entry_restored(model, ids):
     assert _max_diff(logits, _forward(model, ids)[0][n:]) <= ATOL
 
 
+def test_a_loan_cropped_back_is_given_back_under_its_key(model, ids):
+    """An aLoRA call's loan: extended past the entry (past its spare room too), cropped back
+    to it; ``give_back`` keeps the same entry, exact, its spare room capped as ``store``'s."""
+    from mellea_local.backends.growable_layer import MIN_SPARE_TOKENS
+
+    prefix_cache = PrefixCache()
+    prefix_cache.store(ids[:30], _prefill(model, ids[:30]))
+    [entry] = prefix_cache.entries()
+    before = _kv(entry.cache)
+    assert not prefix_cache.give_back(entry.cache)  # not lent: nothing to give back
+    cache, n = prefix_cache.take(ids)
+    long = torch.cat([ids] * (MIN_SPARE_TOKENS // ids.numel() + 2))
+    _forward(model, long[n:], cache)  # grows each layer's buffer
+    assert not prefix_cache.give_back(cache)  # longer than the entry: store it instead
+    crop_to(cache, 30)
+    assert prefix_cache.give_back(cache)
+    assert prefix_cache.entries() == [entry] and len(entry) == 30 and not entry.lent
+    assert torch.equal(entry.key, ids[:30])
+    for (k0, v0), layer in zip(before, entry.cache.layers, strict=True):
+        assert torch.equal(layer.keys, k0) and torch.equal(layer.values, v0)
+    assert prefix_cache.allocated_tokens <= 1.25 * prefix_cache.total_tokens
+    cache, n = prefix_cache.take(ids)
+    assert (cache, n) == (entry.cache, 30)
+    assert _max_diff(_forward(model, ids[n:], cache)[0], _forward(model, ids)[0][n:]) <= ATOL
+
+
 def test_many_conversations_sharing_a_role_header_all_stay_cached(model, vocab):
     """The old cache cut the last conversation down to the common header on every lookup."""
     header = [1, 2, 3]

@@ -253,12 +253,14 @@ async def test_invocation_is_spliced_in_token_space(check_backend, tiny_tokenize
 
 async def test_adapter_is_inactive_after_an_exception(check_backend, monkeypatch):
     ctx = await _conversation(check_backend)
-    peft = check_backend.engine.holder.peft
+    # The transformers model under PEFT: a check's forward reaches it through PEFT's forward
+    # or directly (ModelHolder.forward), with the adapter's layers on either way.
+    model = check_backend.engine.model
 
     def boom(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(peft, "forward", boom)
+    monkeypatch.setattr(model, "forward", boom)
     with pytest.raises(RuntimeError, match="boom"):
         await arequirement_check(ctx, check_backend, REQS[0])
     monkeypatch.undo()

@@ -48,6 +48,16 @@ def test_arguments_that_are_not_plain_json_are_not_memoised():
     assert memo.json_key({"a": [1, "x"]}) is not None
     assert memo.json_key({"a": object()}) is None
     assert memo.json_key(float("nan")) is None
+    assert memo.json_key({1: "x"}) is None  # json would write "1": a clash with {"1": "x"}
+
+
+def test_keys_are_exact_across_json_types():
+    """Values json.dumps writes differently never share a key."""
+    keys = [memo.json_key(v) for v in (1, 1.0, True, "1", None, [1], {"1": 1}, [["1", 1]],
+                                       {"a": [1, "x"]}, {"a": (1, "x")})]
+    assert len(set(keys[:-1])) == len(keys) - 1
+    assert keys[-2] == keys[-1]  # a tuple is a JSON array, as json.dumps writes it
+    assert memo.json_key({"b": 1, "a": 2}) == memo.json_key({"a": 2, "b": 1})
 
 
 def test_the_memo_is_bounded(tiny_tokenizer):

@@ -142,18 +142,24 @@ def last_logits_locked(
                             reusable=base,
                             unreusable=strategy.base_cache_prefix(shared) == 0 < shared) as prefix:
             head = list(rows[0][prefix.reused : shared])
-            for s in suffixes:
-                strategy.require_activation(adapter, head + s if len(rows) == 1 else s)
             if len(rows) == 1:
+                fed = head + suffixes[0]
+                start = strategy.require_activation(adapter, fed)
                 kwargs: dict[str, Any] = {
-                    "input_ids": torch.tensor([head + suffixes[0]], device=model.device),
+                    # where the ids are read; model.device walks the parameters (~20 us)
+                    "input_ids": torch.tensor(
+                        [fed], device=model.get_input_embeddings().weight.device),
                     "logits_to_keep": 1,
+                    # where PEFT would place the adapter, found once (holder.forward)
+                    **strategy.peft_forward_kwargs(len(fed) - start),
                 }
             else:
+                for s in suffixes:
+                    strategy.require_activation(adapter, s)
                 kwargs = _shared_batch(head, suffixes, prefix.reused, model.device)
                 kwargs.update(strategy.peft_forward_kwargs(sum(map(len, suffixes))))
-            with holder.using(adapter.name) as peft:
-                logits = peft(use_cache=True, **{kw: prefix.cache}, **kwargs).logits[0].float()
+            logits = holder.forward(adapter.name, use_cache=True, **{kw: prefix.cache},
+                                    **kwargs).logits[0].float()
             prefix.fed = len(head) + sum(map(len, suffixes))
     return logits
 

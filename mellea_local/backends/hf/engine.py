@@ -156,7 +156,7 @@ class Engine:
         for reuse, ``unreusable`` whether the call's adapter cannot read base K/V at all (a
         plain LoRA: ``stats.unreusable_calls``).
         """
-        taken, reused = self.prefix_cache.take(list(key)) if reuse else (None, 0)
+        taken, reused = self.prefix_cache.take(key) if reuse else (None, 0)
         checkout = Checkout(taken if taken is not None else new_cache(self.model), reused)
         try:
             yield checkout
@@ -173,8 +173,13 @@ class Engine:
                 kept, ids = checkout.result, checkout.result_ids
             else:
                 kept = checkout.result if checkout.result is not None else checkout.cache
-                ids = list(key[:base])
                 crop_to(kept, base)  # drop the adapter's K/V: the cache is base-only again
+                ids = list(key[:base])
+                if kept is taken and checkout.reused == base and self.prefix_cache.give_back(
+                        kept):
+                    # A loan back as it was lent (a warm check): its entry stays as it is,
+                    # with nothing to store or discard.
+                    kept = taken = None
             if kept is not None:
                 self.prefix_cache.store(ids if ids is not None else [], kept)
             if taken is not None and taken is not kept:
