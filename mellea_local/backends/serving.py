@@ -3,11 +3,12 @@
 Why: a backend's ``generate_from_context`` is the same eight steps whatever produces the tokens
 (check the format, merge the options, render, build the grammar, start the thunk, produce,
 finish the thunk from the ids, cancel on request); only "produce" differs between engines. As
-httpx's ``BaseClient`` holds what ``Client`` and ``AsyncClient`` share and each differs only
-at the transport, :class:`ServingBackend` holds the lifecycle and an engine implements
-:meth:`ServingBackend._start_producing`: given a :class:`ServingRequest`, start producing
-token ids (on a worker thread, or as an event-loop task) and hand the outcome to the
-:class:`Delivery`, which feeds the thunk.
+httpx's ``Client`` holds everything but the network and its ``Transport`` has one method,
+:class:`ServingBackend` holds the lifecycle and its engine has one generation method,
+:meth:`ServingEngine.produce`: given a :class:`ServingRequest`, the new token ids as a
+:class:`GenerationOutput` (awaited in a task the backend starts; an engine that computes on a
+thread wraps the thread). :meth:`ServingEngine.check_request` refuses, before any task starts,
+a request the engine can already tell it cannot serve (a prompt too long for its context).
 
 What does not depend on how tokens are made is written here once, for every engine:
 
@@ -18,16 +19,19 @@ What does not depend on how tokens are made is written here once, for every engi
   io.yaml one backend refuses the other refuses too;
 - the adapter lookups (``adapters``, ``adapter_for``, ``supports_intrinsic``) and the scoring
   entry point (``score_requirements``, ``RequirementScoring`` over the intrinsics layer);
-- the generation lifecycle (``render``, ``generate_from_context``).
+- the generation lifecycle (``render``, ``generate_from_context`` around
+  ``await engine.produce(request)``).
 
 An engine is the small protocol :class:`ServingEngine`: it declares its capabilities
-(``mixed_adapters``) and loads an admitted adapter (``load_adapter``; the duty only it can
+(``mixed_adapters``), loads an admitted adapter (``load_adapter``; the duty only it can
 keep, refusing an aLoRA whose invocation is absent from the tokens it is fed, stays in its
-adapter calls). ``backend.engine`` is the public handle on every backend.
+adapter calls) and produces a generation (``check_request``, ``produce``).
+``backend.engine`` is the public handle on every backend.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import threading
@@ -66,15 +70,23 @@ from mellea_local.rendering.request import render_request
 
 __all__ = ["Delivery", "ServingBackend", "ServingEngine", "ServingRequest"]
 
+_producing: set[asyncio.Task[None]] = set()
+"""The tasks awaiting an engine's ``produce``: the event loop holds tasks weakly."""
+
 
 @runtime_checkable
 class ServingEngine(Protocol):
-    """What a backend needs from its engine beyond producing tokens (structural).
+    """What a backend needs from its engine (structural): capabilities, adapters, generation.
 
     ``mixed_adapters``: whether one forward can score rows with different adapters on
     (``next_token_logprobs_mixed``); the intrinsics layer reads this declaration instead of
     probing for methods. ``load_adapter`` makes an admitted adapter usable under ``name`` or
     raises ``AdapterError`` leaving the engine unchanged; ``unload_adapter`` undoes it.
+    ``check_request`` raises a typed error for a request the engine cannot serve, before the
+    thunk is started (so the caller of ``generate_from_context`` sees it, not the thunk);
+    ``produce`` generates ``request.prompt_ids``'s continuation honouring ``gen_kwargs``,
+    ``grammar``, ``seed``, ``on_text`` and ``cancel``, putting what ``thunk.meta`` should show
+    in ``request.meta``.
     """
 
     mixed_adapters: bool
@@ -82,6 +94,10 @@ class ServingEngine(Protocol):
     def load_adapter(self, resolved: ResolvedAdapter, name: str) -> None: ...
 
     def unload_adapter(self, name: str) -> None: ...
+
+    def check_request(self, request: ServingRequest) -> None: ...
+
+    async def produce(self, request: ServingRequest) -> GenerationOutput: ...
 
 
 @dataclass
@@ -108,20 +124,11 @@ class ServingRequest:
 
 
 class Delivery:
-    """Feeds one thunk from an engine's producer, on whichever thread or task it runs."""
+    """Feeds one thunk from the task awaiting its engine's ``produce``."""
 
     def __init__(self, mot: ModelOutputThunk[Any]) -> None:
         self._mot = mot
         self.output: GenerationOutput | None = None
-
-    def run(self, produce: Callable[[], GenerationOutput]) -> None:
-        """Produce on this thread (an engine's worker) and hand the outcome to the thunk."""
-        try:
-            self.output = produce()
-        except BaseException as exc:
-            self._mot._push_error(exc)
-        else:
-            self._mot._push_done()
 
     async def arun(self, produce: Awaitable[GenerationOutput]) -> None:
         """Await ``produce`` (an engine's task) and hand the outcome to the thunk."""
@@ -135,7 +142,7 @@ class Delivery:
 
 class ServingBackend(RequirementScoring, Backend):
     """A backend over an engine: adapters, scoring and generation written once; the engine
-    supplies only how tokens are produced (``_start_producing``) and how an adapter loads."""
+    supplies only how tokens are produced (``engine.produce``) and how an adapter loads."""
 
     provider: ClassVar[str]
     """Written to ``thunk.generation.provider`` (``"huggingface"``, ``"llama.cpp"``)."""
@@ -313,15 +320,14 @@ class ServingBackend(RequirementScoring, Backend):
                 thinking_started=thinking_started, request_tools=tool_calls,
             )
 
+        self.engine.check_request(request)  # refused here, before a task starts
         mot._start_generation(action=action, cancel_hook=request.cancel.set,
                               post_process=post_process)
-        self._start_producing(request, delivery)
+        task = asyncio.get_running_loop().create_task(
+            delivery.arun(self.engine.produce(request)))
+        _producing.add(task)  # a reference until it finishes (the loop keeps weak ones)
+        task.add_done_callback(_producing.discard)
         return mot, ctx.add(action).add(mot)
-
-    @abstractmethod
-    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
-        """Start producing ``request``'s token ids without waiting for them; hand the outcome
-        to ``delivery`` (``delivery.run`` on a worker thread, ``delivery.arun`` in a task)."""
 
     async def generate_with_adapter(
         self, adapter: Adapter, ids: Sequence[int], shared: int, *,

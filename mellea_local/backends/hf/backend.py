@@ -24,10 +24,8 @@ from mellea_local.backends.constrained import (
     GrammarLogitsProcessor,
 )
 from mellea_local.backends.delegate import delegated
-from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.hf.adapter_calls import mixed_batchable
 from mellea_local.backends.hf.engine import Engine
-from mellea_local.backends.hf.generation import GenerationRequest
 from mellea_local.backends.kv_cache import DEFAULT_TOKEN_BUDGET, PrefixCache
 from mellea_local.backends.loading import (
     check_cache_budget,
@@ -38,9 +36,8 @@ from mellea_local.backends.loading import (
     resolve_dtype,
     resolve_model_source,
 )
-from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
+from mellea_local.backends.serving import ServingBackend
 from mellea_local.backends.stats import CacheStats
-from mellea_local.backends.workers import start_worker
 from mellea_local.core.backend import REQUIREMENT_CHECK
 from mellea_local.errors import AdapterNotFoundError
 from mellea_local.options import check_options
@@ -56,9 +53,10 @@ class LocalHFBackend(ServingBackend):
     unless ``allow_pickle=True``; remote code runs only with ``trust_remote_code=True``.
     ``kv_cache_tokens`` bounds the prefix cache (0 disables reuse).
 
-    The generation lifecycle is ``ServingBackend``'s; this class supplies how tokens are
-    produced (a worker thread over the ``Engine``) and the adapter calls. ``engine`` is the
-    public handle on the model, its lock, the prefix cache, the stats and the batcher.
+    The generation lifecycle is ``ServingBackend``'s and the tokens are produced by the
+    ``Engine`` (``Engine.produce``, a worker thread); this class supplies the adapter calls.
+    ``engine`` is the public handle on the model, its lock, the prefix cache, the stats and
+    the batcher.
     """
 
     provider: ClassVar[str] = "huggingface"
@@ -156,32 +154,7 @@ class LocalHFBackend(ServingBackend):
         """Parameters of the base model alone: PEFT adds every loaded adapter's to ``model``."""
         return sum(p.numel() for name, p in self.model.named_parameters() if "lora_" not in name)
 
-    # ----- generation (the lifecycle is ServingBackend's) ----------------------------------
-
-    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
-        # A plain thread, not the default executor: a cancelled call must not pin an executor
-        # slot, and the model lock already serialises the work. Registered, so that the
-        # process never exits while it is inside torch (see ``workers``).
-        start_worker(lambda: delivery.run(lambda: self._produce(request)), request.cancel,
-                     name="mellea-local-generate")
-
-    def _produce(self, request: ServingRequest) -> GenerationOutput:
-        processors: list[Any] = []
-        if request.grammar is not None:
-            processors.append(GrammarLogitsProcessor(
-                self.tokenizer, request.grammar,
-                vocab_size=self.model.get_output_embeddings().weight.shape[0],
-                prompt_len=len(request.prompt_ids),
-            ))
-        gen = self.engine.generate(GenerationRequest(
-            prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
-            logits_processors=processors, seed=request.seed, on_text=request.on_text,
-            cancel=request.cancel,
-        ))
-        request.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
-        request.meta["model_cpu_seconds"] = gen.model_cpu_seconds
-        return GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
-                                gen.cancelled)
+    # generation: the lifecycle is ServingBackend's, the tokens the Engine's (Engine.produce).
 
     # adapters: add_adapter / unload_adapter / adapter_for are ServingBackend's (one
     # admission path); the engine loads the weights into PEFT (Engine.load_adapter).

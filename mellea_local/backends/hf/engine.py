@@ -13,10 +13,11 @@ and the batcher through it, never through a backend's private attributes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,7 +25,9 @@ from mellea_local.adapters import ResolvedAdapter
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.backends.adapter_registry import check_config, check_weight_fit
 from mellea_local.backends.cache_compat import crop_to, new_cache
+from mellea_local.backends.constrained import GrammarLogitsProcessor
 from mellea_local.backends.delegate import delegated
+from mellea_local.backends.finish import GenerationOutput
 from mellea_local.backends.hf.adapter_calls import (
     adapter_generate,
     last_logits,
@@ -37,7 +40,11 @@ from mellea_local.backends.hf.model_holder import ModelHolder
 from mellea_local.backends.kv_cache import PrefixCache
 from mellea_local.backends.quiet import quiet_loading
 from mellea_local.backends.stats import CacheStats
+from mellea_local.backends.workers import start_worker
 from mellea_local.errors import AdapterError
+
+if TYPE_CHECKING:
+    from mellea_local.backends.serving import ServingRequest
 
 __all__ = ["Checkout", "Engine"]
 
@@ -68,7 +75,8 @@ class Engine:
     """A transformers model with its lock, prefix cache, token counters and check batcher.
 
     A ``ServingEngine``: it declares ``mixed_adapters`` (PEFT scores rows with different
-    aLoRAs in one forward over a shared base cache) and loads admitted adapters into PEFT.
+    aLoRAs in one forward over a shared base cache), loads admitted adapters into PEFT and
+    produces a generation (``produce``: base generation on a worker thread).
     """
 
     mixed_adapters = True
@@ -113,6 +121,63 @@ class Engine:
         """Remove ``name`` from PEFT, freeing its weights."""
         with self.lock:
             self.holder.unload_adapter(name)
+
+    # ----- generation (ServingEngine.produce; the lifecycle is ServingBackend's) -------------
+
+    def check_request(self, request: ServingRequest) -> None:
+        """Nothing to refuse up front: ``render`` already held the prompt to the model's
+        positions, and the rest is checked on the worker."""
+
+    async def produce(self, request: ServingRequest) -> GenerationOutput:
+        """``request`` generated on a worker thread (``_produce``), awaited here.
+
+        A plain thread, not the default executor: a cancelled call must not pin an executor
+        slot, and the model lock already serialises the work. Registered, so that the process
+        never exits while it is inside torch (see ``workers``). The awaiting task being
+        cancelled does not stop the worker: the thunk's cancel hook (``request.cancel``) does.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[GenerationOutput] = loop.create_future()
+
+        def settle(result: GenerationOutput | None, exc: BaseException | None) -> None:
+            if done.cancelled():
+                return
+            if exc is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(result)  # type: ignore[arg-type]
+
+        def work() -> None:
+            result: GenerationOutput | None = None
+            error: BaseException | None = None
+            try:
+                result = self._produce(request)
+            except BaseException as exc:  # handed to the awaiting task
+                error = exc
+            # A closed loop (RuntimeError) means the consumer is gone: nobody reads it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, result, error)
+
+        start_worker(work, request.cancel, name="mellea-local-generate")
+        return await done
+
+    def _produce(self, request: ServingRequest) -> GenerationOutput:
+        processors: list[Any] = []
+        if request.grammar is not None:
+            processors.append(GrammarLogitsProcessor(
+                self.tokenizer, request.grammar,
+                vocab_size=self.model.get_output_embeddings().weight.shape[0],
+                prompt_len=len(request.prompt_ids),
+            ))
+        gen = self.generate(GenerationRequest(
+            prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
+            logits_processors=processors, seed=request.seed, on_text=request.on_text,
+            cancel=request.cancel,
+        ))
+        request.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
+        request.meta["model_cpu_seconds"] = gen.model_cpu_seconds
+        return GenerationOutput(gen.new_ids, len(request.prompt_ids), gen.stopped_by_eos,
+                                gen.cancelled)
 
     # ----- the calls (each runs in a worker thread and takes the model lock) -----------------
 

@@ -11,6 +11,8 @@ decides everything that affects exactness, each in its own module:
   wider top and then the whole vocabulary are asked for (``probabilities``; the
   long-conversation bug of issue 34);
 - constrained generation one token per request with our own grammar (``decoder``);
+- generation, the one-token reads and each call's cache counts on the fleet, as the
+  ``ServingEngine`` the shared lifecycle awaits (``engine``: ``LlamaServerEngine.produce``);
 - every reply checked and every request bounded by a deadline (``client``); what a server
   claims at start checked (``startup``, ``arguments``);
 - K/V precision and access (``launch``: f32 K/V, no flash attention, a random API key).
@@ -31,46 +33,34 @@ left does a call fail, with ``LlamaServerUnavailableError``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
-import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import torch
 
 import mellea_local.backends.llama_server.arguments as args
-import mellea_local.backends.llama_server.probabilities as probs
 from mellea_local.adapters import read_adapter_folder
 from mellea_local.backends.adapter_registry import Adapter, LoadedAdapters
-from mellea_local.backends.finish import GenerationOutput
-from mellea_local.backends.llama_server.adapter_requests import AdapterRequests
-from mellea_local.backends.llama_server.adapter_requests import reusable_prefix as reusable
-from mellea_local.backends.llama_server.call_counts import CallCounts
 from mellea_local.backends.llama_server.client import (
     DEFAULT_TIMEOUT,
-    Completion,
     Deadline,
     PerLoopHTTP,
     ServerClient,
 )
-from mellea_local.backends.llama_server.decoder import step_generate
 from mellea_local.backends.llama_server.engine import LlamaServerEngine
 from mellea_local.backends.llama_server.manifest import ServedAdapter, read_gguf_folder
-from mellea_local.backends.llama_server.routing import Fleet, Server, Slot, root_key
+from mellea_local.backends.llama_server.routing import Fleet, Server, Slot
 from mellea_local.backends.llama_server.startup import auth_headers, check_servers
-from mellea_local.backends.llama_server.streaming import stream_generate
-from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
-from mellea_local.backends.stats import CacheCounts, CacheStats
+from mellea_local.backends.serving import ServingBackend
+from mellea_local.backends.stats import CacheCounts
 from mellea_local.options import check_options
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 DEFAULT_N_PROBS = 256
 """Top tokens read first for a one-token read (more when they do not decide it)."""
@@ -121,38 +111,35 @@ class LlamaServerBackend(ServingBackend):
         self.model_id = model_id
         self.model_options = dict(model_options or {})
         self._tokenizer = args.load_tokenizer(tokenizer)
-        self._n_vocab = len(self._tokenizer)
-        self._n_probs = min(args.check_int("n_probs", n_probs, low=1), self._n_vocab)
-        self._max_new_tokens = args.check_int("max_new_tokens", max_new_tokens, low=1)
+        n_vocab = len(self._tokenizer)
+        n_probs = min(args.check_int("n_probs", n_probs, low=1), n_vocab)
+        max_new_tokens = args.check_int("max_new_tokens", max_new_tokens, low=1)
         self._api_key = args.check_api_key(api_key)
         deadline = deadline or Deadline()
-        self._eot = self._tokenizer.eos_token_id
         self._registry = LoadedAdapters()
         served_list = args.check_adapters(adapters)
-        self.engine = LlamaServerEngine(served_list)
-        """The fleet and the server-side id of each adapter (``LlamaServerEngine``)."""
+        self.engine = LlamaServerEngine(
+            served_list, tokenizer=self._tokenizer, n_probs=n_probs,
+            max_new_tokens=max_new_tokens)
+        """The fleet, each adapter's server-side id, generation and the one-token reads
+        (``LlamaServerEngine``)."""
         for served in served_list:  # the admission path LocalHFBackend.add_adapter takes
             self.admit_adapter(read_adapter_folder(served.folder, intrinsic=served.intrinsic),
                                name=served.name, source=served.folder)
-        lora_ids = self.engine.lora_ids
-        self.stats = CacheStats()
-        self._counts = CallCounts(self.stats)
+        self.stats = self.engine.stats
         self._http = PerLoopHTTP(timeout=args.check_timeout(timeout),
                                  headers=auth_headers(self._api_key))
         servers = check_servers(url_list, api_key=self._api_key, served={
-            name: (self._registry.adapters[name], i) for name, i in lora_ids.items()})
-        self._fleet = Fleet([Server(ServerClient(
-            url, self._http, n_vocab=self._n_vocab, deadline=deadline),  # type: ignore[arg-type]
+            name: (self._registry.adapters[name], i)
+            for name, i in self.engine.lora_ids.items()})
+        fleet = Fleet([Server(ServerClient(
+            url, self._http, n_vocab=n_vocab, deadline=deadline),  # type: ignore[arg-type]
             [Slot(i) for i in range(n)]) for url, n, _ in servers], fresh=fresh)
-        self.engine.fleet = self._fleet
         contexts = [c for _, _, c in servers if c]
         n_ctx = min(contexts) if contexts else None
         self._positions = (n_ctx, "the llama-server context per slot: -c / -np") \
             if n_ctx else None
-        self._requests = AdapterRequests(lora_ids, keyed=self._api_key is not None,
-                                         n_ctx=n_ctx)
-        self._unsampleable: list[list[Any]] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.engine.connect(fleet, n_ctx=n_ctx, keyed=self._api_key is not None)
         self._processes: list[Any] = []
         self._finalizer: weakref.finalize | None = None
 
@@ -240,12 +227,12 @@ class LlamaServerBackend(ServingBackend):
     def fleet(self) -> Fleet:
         """The servers and their slots (``routing.Fleet``): which are alive, which
         conversation owns a slot and what its K/V holds. The public handle for tests and
-        benchmarks, as ``LocalHFBackend.engine`` is."""
-        return self._fleet
+        benchmarks (``engine.fleet``)."""
+        return self.engine.fleet
 
     @property
     def urls(self) -> list[str]:
-        return [s.client.url for s in self._fleet.servers]
+        return [s.client.url for s in self.fleet.servers]
 
     @property
     def base_model_name(self) -> str:
@@ -256,93 +243,22 @@ class LlamaServerBackend(ServingBackend):
     async def ahealth(self) -> dict[str, bool]:
         """Probe every server's ``/health`` now; a server that fails is marked dead (its
         conversations move at their next call), one that answers again is used again."""
-        return await self._fleet.health()
-
-    async def _on_fleet(self, ids: Sequence[int], run: Callable[[Server, Slot], Awaitable[T]],
-                        *, lane: bytes = b"") -> T:
-        """``run`` on the conversation's (server, slot), failing over (``routing``)."""
-        return await self._fleet.run(root_key(ids, self._eot) + lane, run)
+        return await self.fleet.health()
 
     @property
     def last_call(self) -> CacheCounts:
         """The counts of the last call made from the current task (``stats.last``: of any
         task). A generation's own counts are in ``thunk.meta["cache_counts"]``."""
-        return self._counts.last
+        return self.engine.counts.last
 
     @property
     def full_reads(self) -> int:
         """Requests that asked for the whole vocabulary (``probabilities``) so far."""
-        return self._counts.full_reads
+        return self.engine.counts.full_reads
 
-    # ----- generation (the lifecycle is serving.py's) ----------------------------------------
+    # generation: the lifecycle is ServingBackend's, the tokens LlamaServerEngine.produce's.
 
-    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
-        budget = int(request.gen_kwargs.get("max_new_tokens") or self._max_new_tokens)
-        self._requests.check_fits(request.prompt_ids, budget)  # refused before the task
-        task = asyncio.get_running_loop().create_task(
-            delivery.arun(self._produce(request, budget)))
-        self._tasks.add(task)  # a reference until it finishes
-        task.add_done_callback(self._tasks.discard)
-
-    async def _produce(self, request: ServingRequest, budget: int) -> GenerationOutput:
-        """Constrained generation one token per request (``decoder``) under a grammar, else
-        one streamed base request (``streaming``)."""
-        ids, cancel = request.prompt_ids, request.cancel
-        if request.grammar is not None:
-            new_ids = await self._step_generate(None, ids, 0, grammar=request.grammar,
-                                                gen_kwargs=request.gen_kwargs, cancel=cancel)
-            eos = bool(new_ids) and new_ids[-1] == self._eot
-            out = GenerationOutput(new_ids, len(ids), eos, cancel.is_set())
-        else:
-            out, finals = await stream_generate(
-                self._on_fleet, self._requests, self._tokenizer, ids, request.gen_kwargs,
-                budget, request.on_text, request.stop_strings, cancel)
-            if finals:
-                self._counts.record(finals, len(ids) - 1)
-        request.meta["cache_counts"] = self.last_call
-        return out
-
-    async def _step_generate(
-        self, adapter: Adapter | None, ids: list[int], shared: int, *, grammar: str | None,
-        gen_kwargs: Mapping[str, Any], cancel: threading.Event | None = None,
-        reuse: bool = True, fast_forward: bool = False,
-        scores_out: list[torch.Tensor] | None = None,
-    ) -> list[int]:
-        """Constrained generation, one request per token (``decoder``), on the conversation's
-        slot (or the adapter's lane); all its requests counted as one call."""
-        completions: list[Completion] = []
-
-        async def ask(prompt: list[int], n_probs: int) -> torch.Tensor:
-            return await self._ask(adapter, prompt, n_probs, reuse, completions)
-
-        new_ids = await step_generate(
-            ask, tokenizer=self._tokenizer, n_vocab=self._n_vocab, n_probs=self._n_probs,
-            ids=ids, grammar=grammar, gen_kwargs=gen_kwargs,
-            budget=int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens),
-            cancel=cancel, fast_forward=fast_forward, scores_out=scores_out)
-        if completions:
-            self._counts.record(completions, reusable(adapter, len(ids), shared))
-        return new_ids
-
-    async def _ask(self, adapter: Adapter | None, ids: list[int], n_probs: int, reuse: bool,
-                   completions: list[Completion]) -> torch.Tensor:
-        """One ``n_predict: 1`` request on the conversation's slot (the adapter's lane); the
-        next-token logprobs as a dense tensor. The reply joins ``completions``."""
-        if self._unsampleable is None:  # once, on the first one-token read
-            self._unsampleable = probs.unsampleable(self._tokenizer, self._n_vocab)
-        body = {"n_predict": 1, "n_probs": n_probs, "post_sampling_probs": False,
-                "temperature": 0.0, "logit_bias": self._unsampleable}
-        self._counts.full_reads += n_probs >= self._n_vocab
-
-        async def run(server: Server, slot: Slot) -> Completion:
-            if adapter is None:
-                return await self._requests.base(server, slot, ids, body)
-            return await self._requests.adapter(server, slot, adapter, ids, body, reuse=reuse)
-
-        completions.append(await self._on_fleet(ids, run, lane=self._requests.lane(adapter)))
-        return probs.reply_dense(completions[-1].top_logprobs, 0, self._n_vocab)
-
-    # ----- the adapter-runner interface ----------------------------------------------------
+    # ----- the adapter-runner interface (LlamaServerEngine's one-token reads) ---------------
 
     async def next_token_logprobs(
         self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
@@ -351,32 +267,15 @@ class LlamaServerBackend(ServingBackend):
         """One ``n_predict: 1`` request per row with the adapter on; ``[rows, vocab]``
         log-probabilities: the top ``n_probs`` tokens, ``-inf`` elsewhere, or a wider top
         (4,096) or the whole vocabulary when the top does not decide the adapter's categories
-        (``probabilities.read_sizes``: the long-conversation zeros of issue 34)."""
-        wanted = probs.read_mask(read, self._n_vocab)  # what the caller reads decides
-        out = []
-        for row in rows:
-            ids = list(row)
-            adapter.strategy.require_activation(adapter, ids)
-            completions: list[Completion] = []
-            for n_probs in probs.read_sizes(self._n_probs, self._n_vocab):
-                dense = await self._ask(adapter, ids, n_probs, reuse, completions)
-                if probs.decided(dense, wanted, complete=probs.complete(dense)):
-                    break
-            else:
-                raise probs.undecided(dense)
-            self._counts.record(completions, reusable(adapter, len(ids), shared))
-            out.append(dense)
-        return torch.stack(out) if out else torch.empty(0, self._n_vocab)
+        (``LlamaServerEngine.next_token_logprobs``)."""
+        return await self.engine.next_token_logprobs(adapter, rows, shared, reuse=reuse,
+                                                     read=read)
 
     async def _adapter_decode(
         self, adapter: Adapter, ids: list[int], shared: int, *, grammar: str | None,
         max_new_tokens: int, reuse: bool,
     ) -> tuple[list[int], list[torch.Tensor]]:
         """``ServingBackend.generate_with_adapter``'s decoding: one request per token on the
-        adapter's lane (``decoder``), the grammar applied client-side."""
-        scores: list[torch.Tensor] = []
-        new_ids = await self._step_generate(
-            adapter, ids, shared, grammar=grammar, reuse=reuse, fast_forward=True,
-            gen_kwargs={"max_new_tokens": max_new_tokens}, scores_out=scores)
-        return new_ids, scores
-
+        adapter's lane (``LlamaServerEngine.adapter_decode``)."""
+        return await self.engine.adapter_decode(adapter, ids, shared, grammar=grammar,
+                                                max_new_tokens=max_new_tokens, reuse=reuse)

@@ -13,6 +13,7 @@ absent from the ids it is fed, and no adapter stays active after a call (``activ
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -23,7 +24,7 @@ from mellea_local.adapters.loaded import Adapter
 from mellea_local.backends.adapter_registry import LoadedAdapters
 from mellea_local.backends.constrained import GrammarLogitsProcessor
 from mellea_local.backends.finish import GenerationOutput
-from mellea_local.backends.serving import Delivery, ServingBackend, ServingRequest
+from mellea_local.backends.serving import ServingBackend, ServingRequest
 from mellea_local.rendering.prompt import check_prompt_fits
 
 Handler = Callable[[str | None, tuple[int, ...]], torch.Tensor]
@@ -44,12 +45,13 @@ def hashed_logits(n_vocab: int) -> Handler:
 
 
 class FakeEngine:
-    """A ``ServingEngine`` whose model is a script."""
+    """A ``ServingEngine`` whose model is a script: capabilities, adapters and ``produce``."""
 
     mixed_adapters = False
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, tokenizer: Any) -> None:
         self.handler = handler
+        self.tokenizer = tokenizer
         self.loaded: dict[str, ResolvedAdapter] = {}
         self.active: str | None = None
         self.calls = 0
@@ -59,6 +61,21 @@ class FakeEngine:
 
     def unload_adapter(self, name: str) -> None:
         del self.loaded[name]
+
+    def check_request(self, request: ServingRequest) -> None:
+        check_prompt_fits(len(request.prompt_ids), (POSITIONS, "the fake engine's limit"),
+                          "fake", generating=True)
+
+    async def produce(self, request: ServingRequest) -> GenerationOutput:
+        """Greedy over the script, under the request's grammar; stops on cancel."""
+        budget = int(request.gen_kwargs.get("max_new_tokens") or 16)
+        processors = [] if request.grammar is None else [GrammarLogitsProcessor(
+            self.tokenizer, request.grammar, len(self.tokenizer), len(request.prompt_ids))]
+        new, _ = self.greedy(None, request.prompt_ids, budget, processors, request.cancel)
+        if request.on_text is not None and new:
+            request.on_text(self.tokenizer.decode(new, skip_special_tokens=True))
+        eos = bool(new) and new[-1] == self.tokenizer.eos_token_id
+        return GenerationOutput(new, len(request.prompt_ids), eos, request.cancel.is_set())
 
     def logits(self, adapter: Adapter | None, ids: Sequence[int]) -> torch.Tensor:
         """The next-token logits after ``ids``, with ``adapter`` on for this call only."""
@@ -71,33 +88,15 @@ class FakeEngine:
         finally:
             self.active = None
 
-
-class FakeBackend(ServingBackend):
-    """``ServingBackend`` over a ``FakeEngine`` and a real tokenizer."""
-
-    provider: ClassVar[str] = "fake"
-
-    def __init__(self, tokenizer: Any, *, handler: Handler | None = None,
-                 model_id: str = "fake", model_options: dict[str, Any] | None = None) -> None:
-        self._tokenizer = tokenizer
-        self.model_id = model_id
-        self.model_options = dict(model_options or {})
-        self.engine = FakeEngine(handler or hashed_logits(len(tokenizer)))
-        self._registry = LoadedAdapters()
-        self._positions = (POSITIONS, "the fake engine's scripted limit")
-
-    @property
-    def tokenizer(self) -> Any:
-        return self._tokenizer
-
-    def _greedy(self, adapter: Adapter | None, ids: Sequence[int], budget: int,
-                processors: Sequence[Any] = ()) -> tuple[list[int], list[torch.Tensor]]:
+    def greedy(self, adapter: Adapter | None, ids: Sequence[int], budget: int,
+               processors: Sequence[Any] = (), cancel: threading.Event | None = None,
+               ) -> tuple[list[int], list[torch.Tensor]]:
         new: list[int] = []
         scores: list[torch.Tensor] = []
-        eos = self._tokenizer.eos_token_id
-        while len(new) < budget:
+        eos = self.tokenizer.eos_token_id
+        while len(new) < budget and not (cancel is not None and cancel.is_set()):
             row = [*ids, *new]
-            step = self.engine.logits(adapter, row)[None]
+            step = self.logits(adapter, row)[None]
             for p in processors:
                 step = p(torch.tensor([row], dtype=torch.long), step)
             scores.append(step[0])
@@ -107,17 +106,25 @@ class FakeBackend(ServingBackend):
                 break
         return new, scores
 
-    def _start_producing(self, request: ServingRequest, delivery: Delivery) -> None:
-        budget = int(request.gen_kwargs.get("max_new_tokens") or 16)
-        processors = [] if request.grammar is None else [GrammarLogitsProcessor(
-            self._tokenizer, request.grammar, len(self._tokenizer), len(request.prompt_ids))]
 
-        def produce() -> GenerationOutput:
-            new, _ = self._greedy(None, request.prompt_ids, budget, processors)
-            eos = bool(new) and new[-1] == self._tokenizer.eos_token_id
-            return GenerationOutput(new, len(request.prompt_ids), eos, False)
+class FakeBackend(ServingBackend):
+    """``ServingBackend`` over a ``FakeEngine`` and a real tokenizer: only construction and
+    the two adapter calls, handed to the engine."""
 
-        delivery.run(produce)
+    provider: ClassVar[str] = "fake"
+
+    def __init__(self, tokenizer: Any, *, handler: Handler | None = None,
+                 model_id: str = "fake", model_options: dict[str, Any] | None = None) -> None:
+        self._tokenizer = tokenizer
+        self.model_id = model_id
+        self.model_options = dict(model_options or {})
+        self.engine = FakeEngine(handler or hashed_logits(len(tokenizer)), tokenizer)
+        self._registry = LoadedAdapters()
+        self._positions = (POSITIONS, "the fake engine's scripted limit")
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
 
     async def next_token_logprobs(
         self, adapter: Adapter, rows: Sequence[Sequence[int]], shared: int, *,
@@ -135,4 +142,4 @@ class FakeBackend(ServingBackend):
         check_prompt_fits(len(ids), self._positions, self.model_id, generating=True)
         processors = [] if grammar is None else [GrammarLogitsProcessor(
             self._tokenizer, grammar, len(self._tokenizer), len(ids), fast_forward=True)]
-        return self._greedy(adapter, ids, max_new_tokens, processors)
+        return self.engine.greedy(adapter, ids, max_new_tokens, processors)
