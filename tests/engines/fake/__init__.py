@@ -63,8 +63,11 @@ class FakeEngine:
         del self.loaded[name]
 
     def check_request(self, request: ServingRequest) -> None:
-        check_prompt_fits(len(request.prompt_ids), (POSITIONS, "the fake engine's limit"),
-                          "fake", generating=True)
+        """Refused up front, as a server with a fixed context refuses: prompt and budget
+        past the scripted positions."""
+        budget = int(request.gen_kwargs.get("max_new_tokens") or 16)
+        check_prompt_fits(len(request.prompt_ids) + budget, (POSITIONS, "the fake engine's "
+                          "limit, prompt and budget together"), "fake", generating=False)
 
     async def produce(self, request: ServingRequest) -> GenerationOutput:
         """Greedy over the script, under the request's grammar; stops on cancel."""
