@@ -13,7 +13,10 @@
 - ``streaming``: plain generation as one streamed request;
 - ``sampling``: generate kwargs -> server sampling fields;
 - ``call_counts``: prefilled / reused tokens per call;
-- ``backend``: ``LlamaServerBackend``.
+- ``engine``: ``LlamaServerEngine``, the ``ServingEngine``: adapters' server ids, generation
+  (``produce``), the one-token reads and their cache counts, on the fleet;
+- ``backend``: ``LlamaServerBackend``, which builds the engine and hands it to the shared
+  ``ServingBackend``.
 """
 
 from mellea_local.backends.llama_server.backend import LlamaServerBackend
