@@ -54,7 +54,7 @@ from mellea_local.backends.constrained import (
     token_logprobs,
 )
 from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import AGENT, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
@@ -101,6 +101,10 @@ class ServingRequest:
     meta: dict[str, Any] = field(default_factory=dict)
     """What the engine reports beside the ids (timings, cache counts): copied to
     ``thunk.meta`` when the thunk is finished."""
+    adapter: Adapter | None = None
+    """An agent adapter the step is decoded with (``ServingBackend.agent_adapter``): active
+    from its invocation on, every token before it the base model's; None: the base model.
+    Set only on a backend whose ``runs_agent_steps`` is True."""
 
     @property
     def stop_strings(self) -> list[str]:
@@ -148,6 +152,10 @@ class ServingBackend(RequirementScoring, Backend):
     _registry: LoadedAdapters
     _base_identity: str | None = None
     """The base model adapters are checked against (``check_base_fit``); None: unchecked."""
+    runs_agent_steps: ClassVar[bool] = False
+    """Whether the engine can decode a tool-calling step with an agent adapter on
+    (``ServingRequest.adapter``); an engine that cannot never looks one up."""
+    _agent_looked_up: bool = False
 
     # ----- adapters (admission written once) ----------------------------------------------
 
@@ -239,6 +247,39 @@ class ServingBackend(RequirementScoring, Backend):
         self.engine.unload_adapter(name)
         self._registry.remove(name)
 
+    def agent_adapter(self, model_options: Mapping[str, Any] | None = None) -> Adapter | None:
+        """The adapter a tool-calling step is decoded with under ``model_options``, or None.
+
+        ``ModelOption.AGENT_ADAPTER``: False, none; a str, the loaded adapter of that name;
+        unset or True, the agent adapter already loaded (``add_adapter("agent")`` or a folder
+        with ``intrinsic="agent"``), else the shipped one for this model: the library's
+        ``agent/<base>/alora/`` (``core.backend.AGENT``), looked up once, on first use, and
+        admitted like any adapter (``admit_adapter``). Only an aLoRA is looked up: every
+        token before its invocation (the template's assistant header) is the base model's,
+        so the agent's steps and later requirement checks share one base-model KV cache.
+        """
+        from mellea_local.adapters import find_in_library
+        from mellea_local.errors import AdapterError
+
+        value = merge_options(self.model_options, model_options).get(ModelOption.AGENT_ADAPTER)
+        if value is False:
+            return None
+        if isinstance(value, str):
+            if not self.runs_agent_steps:
+                raise AdapterError(
+                    f"{type(self).__name__} cannot decode a step with an adapter on "
+                    f"(ModelOption.AGENT_ADAPTER={value!r}); use LocalHFBackend, or leave the "
+                    "option unset.")
+            return self._registry.adapter_for(AGENT, name=value)
+        if not self.runs_agent_steps:
+            return None
+        if not self._registry.serves(AGENT) and not self._agent_looked_up:
+            self._agent_looked_up = True
+            found = find_in_library(AGENT, self.model_id, kinds=("alora",))
+            if found is not None:
+                self.admit_adapter(found, name=AGENT)
+        return self._registry.adapter_for(AGENT) if self._registry.serves(AGENT) else None
+
     # ----- generation ----------------------------------------------------------------------
 
     @property
@@ -301,6 +342,10 @@ class ServingBackend(RequirementScoring, Backend):
         )
         if grammar is not None and format is None:
             request.meta["tool_grammar"] = True
+        if tool_calls and tools and format is None:
+            request.adapter = self.agent_adapter(model_options)
+            if request.adapter is not None:
+                request.meta["agent_adapter"] = request.adapter.name
         delivery = Delivery(mot)
 
         def post_process(out: ModelOutputThunk[Any]) -> None:

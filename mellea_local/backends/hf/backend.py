@@ -62,6 +62,7 @@ class LocalHFBackend(ServingBackend):
     """
 
     provider: ClassVar[str] = "huggingface"
+    runs_agent_steps: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -176,7 +177,7 @@ class LocalHFBackend(ServingBackend):
         gen = self.engine.generate(GenerationRequest(
             prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
             logits_processors=processors, seed=request.seed, on_text=request.on_text,
-            cancel=request.cancel,
+            cancel=request.cancel, adapter=request.adapter,
         ))
         request.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
         request.meta["model_cpu_seconds"] = gen.model_cpu_seconds
