@@ -14,6 +14,7 @@ Loading weights into a model (``peft.PeftModel``) belongs to the backend.
 """
 
 from mellea_local.adapters.catalog import (
+    AGENT_IO_YAML,
     CATALOG,
     GRANITELIB_CORE_REPO,
     GRANITELIB_CORE_REVISION,
@@ -21,7 +22,6 @@ from mellea_local.adapters.catalog import (
     GRANITELIB_GUARDIAN_REVISION,
     GRANITELIB_RAG_REPO,
     GRANITELIB_RAG_REVISION,
-    AGENT_IO_YAML,
     REQUIREMENT_CHECK_IO_YAML,
     IntrinsicCatalogEntry,
     catalog_entry,
@@ -71,6 +71,7 @@ from mellea_local.adapters.transformations import (
 )
 
 __all__ = [
+    "AGENT_IO_YAML",
     "CATALOG",
     "GRANITELIB_CORE_REPO",
     "GRANITELIB_CORE_REVISION",
@@ -78,7 +79,6 @@ __all__ = [
     "GRANITELIB_GUARDIAN_REVISION",
     "GRANITELIB_RAG_REPO",
     "GRANITELIB_RAG_REVISION",
-    "AGENT_IO_YAML",
     "REQUIREMENT_CHECK_IO_YAML",
     "RULE_TYPES",
     "STRATEGIES",

@@ -8,8 +8,11 @@ this grammar a step's output is, exactly::
 
 where ``N`` is one of the offered tools (``final_answer`` included, when offered) and ``A``
 satisfies that tool's JSON schema. It is the format ``parsing.response`` reads back and
-``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced (a
-call can still be cut off at the token limit, which the parser reports).
+``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced.
+Every value is bounded too (``_bounded``: strings ``MAX_STRING_CHARS``, numbers within
+``NUMBER_BOUND`` with at most six decimals, arrays ``MAX_ARRAY_ITEMS``, a thought
+``MAX_THOUGHT_CHARS``), so a call cannot run on until the token limit cuts it off; only a
+budget smaller than the call itself still can (the parser reports that).
 
 The arguments are written with ``json.dumps``'s separators (``": "``, ``", "``), the
 envelope's whitespace is free but bounded, and the keys' order is the one the format shows
@@ -37,10 +40,23 @@ from mellea_local.errors import ConstrainedDecodingError
 from mellea_local.options import ModelOption
 from mellea_local.rendering.tool_prompt import template_renders_tools
 
-__all__ = ["MAX_THOUGHT_CHARS", "constrain_tool_calls", "tool_call_grammar"]
+__all__ = ["MAX_ARRAY_ITEMS", "MAX_STRING_CHARS", "MAX_THOUGHT_CHARS", "NUMBER_BOUND",
+           "NUMBER_STEP", "constrain_tool_calls", "tool_call_grammar"]
 
 MAX_THOUGHT_CHARS = 600
 """A thinking block is at most this long under the grammar, so it cannot eat the budget."""
+
+MAX_STRING_CHARS = 120
+"""A string argument without a length bound of its own is at most this long under the grammar:
+SmolLM2 wrote on inside a string until the token limit cut the call off (an invalid call)."""
+NUMBER_BOUND = 1e15
+"""A number without bounds of its own lies in [-NUMBER_BOUND, NUMBER_BOUND] under the grammar
+(at most 16 integer digits, no exponent) ..."""
+NUMBER_STEP = 1e-6
+"""... and a ``number`` without ``multipleOf`` has at most six decimals: digits written on
+forever are impossible, so every value ends within a few tokens."""
+MAX_ARRAY_ITEMS = 16
+"""An array without ``maxItems`` holds at most this many items under the grammar."""
 
 _WS = r"/[ \t\n]{1,4}/"
 FREE_TEXT_PATTERN = r"^[^<>{}]+$"
@@ -92,7 +108,27 @@ def _closed(node: Any) -> Any:
         if isinstance(prop, dict) and prop.get("type") == "string" and not (
                 {"minLength", "maxLength", "enum", "const", "pattern", "format"} & set(prop)):
             out["properties"][name] = {**prop, "pattern": FREE_TEXT_PATTERN}
-    return out
+    return _bounded(out)
+
+
+def _bounded(node: dict[str, Any]) -> dict[str, Any]:
+    """Every string, number and array of the schema bounded in length (its own bounds kept),
+    so that no value can run on until the token limit cuts the call off."""
+    kind = node.get("type")
+    if "enum" in node or "const" in node:
+        return node
+    if kind == "string" and "maxLength" not in node and "format" not in node:
+        node["maxLength"] = MAX_STRING_CHARS
+    elif kind in ("number", "integer"):
+        if "minimum" not in node and "exclusiveMinimum" not in node:
+            node["minimum"] = -NUMBER_BOUND
+        if "maximum" not in node and "exclusiveMaximum" not in node:
+            node["maximum"] = NUMBER_BOUND
+        if kind == "number" and "multipleOf" not in node:
+            node["multipleOf"] = NUMBER_STEP
+    elif kind == "array" and "maxItems" not in node:
+        node["maxItems"] = MAX_ARRAY_ITEMS
+    return node
 
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
