@@ -247,3 +247,27 @@ def test_a_check_after_an_agent_run_reuses_the_conversation_cache(agent_dirs):
     scratch_score = asyncio.run(arequirement_check(ctx, scratch, requirement))
     assert scratch.stats.last.reused_tokens == 0
     assert abs(reused_score - scratch_score) <= SCORE_TOLERANCE
+
+
+def test_the_cli_says_which_adapter_decodes_the_steps(agent_dirs, monkeypatch):
+    """``mellea-local react``: the shipped agent adapter when the library has one for the
+    model, named on its own line; --no-agent-adapter and a library without one: none."""
+    from typer.testing import CliRunner
+
+    import mellea_local.adapters.library as library
+    from mellea_local.cli import app
+
+    root = agent_dirs["mild"].parents[2]
+    monkeypatch.setattr(library, "default_library_roots", lambda: (root,))
+    args = ["react", GOALS[0], "--model", str(WEIGHTS), "--max-new-tokens", "48",
+            "--budget", "3", "--threads", "1"]
+    used = CliRunner().invoke(app, args)
+    assert used.exit_code == 0, used.output
+    assert "agent adapter: agent (alora invoked at the assistant header)" in used.output
+    assert "final answer: 84" in used.output
+    off = CliRunner().invoke(app, [*args, "--no-agent-adapter"])
+    assert "agent adapter: none, steps decoded by the base model (--no-agent-adapter)" in (
+        off.output)
+    monkeypatch.setattr(library, "default_library_roots", lambda: ())
+    none = CliRunner().invoke(app, args)
+    assert "agent adapter: none, steps decoded by the base model\n" in none.output
