@@ -65,12 +65,12 @@ async def _step(backend, action, ctx, **opts):
     return mot, new_ctx
 
 
-def _peft_reference(adapter_dir, prompt_ids, max_new_tokens):
+def _peft_reference(adapter_dir, prompt_ids, max_new_tokens, base=WEIGHTS):
     """PEFT's own greedy generation with the aLoRA, the whole sequence fed at once."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(WEIGHTS, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     peft = PeftModel.from_pretrained(model, str(adapter_dir)).eval()
     ids = torch.tensor([prompt_ids])
     with torch.no_grad():
@@ -271,3 +271,30 @@ def test_the_cli_says_which_adapter_decodes_the_steps(agent_dirs, monkeypatch):
     monkeypatch.setattr(library, "default_library_roots", lambda: ())
     none = CliRunner().invoke(app, args)
     assert "agent adapter: none, steps decoded by the base model\n" in none.output
+
+
+@pytest.mark.real_model
+def test_smollm2_step_through_an_agent_alora_at_the_chatml_header(tmp_path):
+    """SmolLM2 with an agent aLoRA invoked at ``<|im_start|>assistant\\n``: a constrained
+    react step equals PEFT's whole-sequence generation under the same grammar's output, reads
+    the prompt's base cache, and leaves it base-only."""
+    torch.set_num_threads(1)
+    backend = LocalHFBackend("smollm2-135m", device="cpu")
+    header = invocation_ids(backend.tokenizer)
+    assert backend.tokenizer.decode(header) == "<|im_start|>assistant\n"
+    folder = save_random_adapter(backend.model, backend.tokenizer, tmp_path / "alora",
+                                 alora=True, invocation=header,
+                                 io_yaml=AGENT_IO_YAML.read_text(), scale=0.5, seed=1)
+    backend.add_adapter(folder, intrinsic=AGENT)
+    init = ReactInitiator(GOALS[0], [calculator])
+    ids, _, _ = backend.render(init, ChatContext(), tool_calls=True)
+    free, _ = asyncio.run(_step(backend, init, ChatContext()))
+    reference = _peft_reference(folder, ids, 32, base=backend.model_id)
+    assert free.meta["raw_text"] == _decoded(backend, reference)
+    held, _ = asyncio.run(_step(backend, init, ChatContext(),
+                                **{ModelOption.CONSTRAIN_TOOL_CALLS: True}))
+    assert held.meta["agent_adapter"] == "agent_alora"
+    assert len(held.tool_calls or []) == 1 and held.tool_calls[0].error is None
+    assert backend.stats.last.reused_tokens == len(ids) - len(header)
+    assert backend.prefix_cache.lookup(ids)[1] == len(ids) - len(header)
+    backend.engine.holder.assert_base()
