@@ -176,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--agent-adapter", type=Path, default=None,
                     help="agent aLoRA folder for agent-constrained (default: the shipped one)")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--ids", default=None,
+                    help="comma-separated goal ids to run (default: all, or the first --limit)")
     ap.add_argument("--budget", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=1)
@@ -186,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
 
     goals = [json.loads(line) for line in args.goals.read_text().splitlines() if line.strip()]
     goals = goals[: args.limit] if args.limit else goals
+    if args.ids:
+        wanted = {int(i) for i in args.ids.split(",")}
+        goals = [g for g in goals if g["id"] in wanted]
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]),
                               "model": args.model, "goals_file": str(args.goals),
                               "budget": args.budget, "max_new_tokens": args.max_new_tokens,

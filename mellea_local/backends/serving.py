@@ -61,7 +61,11 @@ from mellea_local.core.thunk import ModelOutputThunk
 from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, merge_options
-from mellea_local.parsing.tool_grammar import constrain_tool_calls, tool_call_grammar
+from mellea_local.parsing.tool_grammar import (
+    closing_reserve,
+    constrain_tool_calls,
+    tool_call_grammar,
+)
 from mellea_local.rendering.request import render_request
 
 __all__ = ["Delivery", "ServingBackend", "ServingEngine", "ServingRequest"]
@@ -93,6 +97,9 @@ class ServingRequest:
     """``generate()`` keyword arguments from the options (max_new_tokens, sampling, stops)."""
     grammar: str | None = None
     """The grammar the output is held to (``format=``'s JSON schema), or None."""
+    closing_reserve: int | None = None
+    """With a tool-call grammar: the tokens before ``max_new_tokens`` from which the decoder
+    only closes the call (``closing_reserve``); None: no closing mode."""
     seed: int | None = None
     on_text: Callable[[str], None] | None = None
     """Receives each new piece of text when streaming; None when not."""
@@ -323,20 +330,22 @@ class ServingBackend(RequirementScoring, Backend):
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
         thinking_started = prompt_opens_thinking(self.tokenizer, ids)
         grammar = json_schema_grammar(format.model_json_schema()) if format else None
+        reserve: int | None = None
         if grammar is None and tool_calls and tools and constrain_tool_calls(
                 opts, self.tokenizer):
             # One call to an offered tool with valid arguments (parsing.tool_grammar).
             mode = ("open" if thinking_started else
                     "none" if opts.get(ModelOption.THINKING) is False else "optional")
             choice = opts.get(ModelOption.TOOL_CHOICE)
-            grammar = tool_call_grammar(
-                [spec for name, (_, spec) in tools.items() if choice in (None, name)]
-                or [spec for _, spec in tools.values()],
-                tokenizer=self.tokenizer, thinking=mode)
+            offered = ([spec for name, (_, spec) in tools.items() if choice in (None, name)]
+                       or [spec for _, spec in tools.values()])
+            grammar = tool_call_grammar(offered, tokenizer=self.tokenizer, thinking=mode)
+            reserve = closing_reserve(offered)
         request = ServingRequest(
             prompt_ids=ids,
             gen_kwargs=gen_kwargs,
             grammar=grammar,
+            closing_reserve=reserve,
             seed=opts.get(ModelOption.SEED),
             on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
         )

@@ -40,8 +40,16 @@ from mellea_local.errors import ConstrainedDecodingError
 from mellea_local.options import ModelOption
 from mellea_local.rendering.tool_prompt import template_renders_tools
 
-__all__ = ["MAX_ARRAY_ITEMS", "MAX_STRING_CHARS", "MAX_THOUGHT_CHARS", "NUMBER_BOUND",
-           "NUMBER_STEP", "constrain_tool_calls", "tool_call_grammar"]
+__all__ = [
+    "MAX_ARRAY_ITEMS",
+    "MAX_STRING_CHARS",
+    "MAX_THOUGHT_CHARS",
+    "NUMBER_BOUND",
+    "NUMBER_STEP",
+    "closing_reserve",
+    "constrain_tool_calls",
+    "tool_call_grammar",
+]
 
 MAX_THOUGHT_CHARS = 600
 """A thinking block is at most this long under the grammar, so it cannot eat the budget."""
@@ -133,6 +141,25 @@ def _bounded(node: dict[str, Any]) -> dict[str, Any]:
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMAS = ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not", "additionalProperties")
+
+
+def closing_reserve(specs: Sequence[Mapping[str, Any]]) -> int:
+    """Tokens a constrained step keeps for closing its call (the decoder's *closing mode*,
+    ``GrammarLogitsProcessor(budget=, reserve=)``): the closing tag and a few tokens for each
+    argument a call may still have to write (its key is forced, its value shortest once a
+    quote, brace or comma is all that is allowed)."""
+    def count(node: Any) -> int:
+        if isinstance(node, list):
+            return sum(count(item) for item in node)
+        if not isinstance(node, dict):
+            return 0
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        return len(props) + sum(count(v) for k, v in node.items() if k != "properties") + sum(
+            count(v) for v in props.values())
+
+    most = max((count(dict(s.get("function", s)).get("parameters") or {}) for s in specs),
+               default=0)
+    return 16 + 8 * most
 
 
 def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:

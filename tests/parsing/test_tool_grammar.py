@@ -183,7 +183,16 @@ def test_exactness_on_the_trained_tiny_model(shared_embedded_backend):
 
 
 
-def _runaway_decode(tokenizer, grammar, steps):
+_LOG_SPEC = {"type": "function", "function": {"name": "log_entry", "description": "Log.",
+        "parameters": {"type": "object", "properties": {
+            "note": {"type": "string"}, "amount": {"type": "number"},
+            "count": {"type": "integer"}, "tags": {"type": "array",
+                                                   "items": {"type": "string"}},
+            "code": {"type": "string", "maxLength": 4}},
+            "required": ["note", "amount", "count", "tags", "code"]}}}
+
+
+def _runaway_decode(tokenizer, grammar, steps, **closing):
     """Greedy decoding under ``grammar`` by an adversary that prefers to write on: letter and
     digit tokens score high, closing quotes, brackets, tags and EOS low. Returns the text and
     whether the grammar ended (only EOS allowed) within ``steps`` tokens."""
@@ -196,7 +205,7 @@ def _runaway_decode(tokenizer, grammar, steps):
         prefer[0, token_id] = (2.0 if text.strip().isalnum() else
                                -5.0 if any(c in text for c in "\"}]<>") else 0.0)
     prefer[0, tokenizer.eos_token_id] = -10.0
-    processor = GrammarLogitsProcessor(tokenizer, grammar, vocab, 0)
+    processor = GrammarLogitsProcessor(tokenizer, grammar, vocab, 0, **closing)
     ids: list[int] = []
     for _ in range(steps):
         scores = processor(torch.tensor([ids], dtype=torch.long).reshape(1, -1), prefer.clone())
@@ -214,13 +223,7 @@ def test_every_value_is_bounded_so_a_call_cannot_run_on_to_the_token_limit(tiny_
     schema sets itself are kept."""
     from mellea_local.parsing.tool_grammar import MAX_STRING_CHARS, _arguments_schema
 
-    spec = {"type": "function", "function": {"name": "log_entry", "description": "Log.",
-            "parameters": {"type": "object", "properties": {
-                "note": {"type": "string"}, "amount": {"type": "number"},
-                "count": {"type": "integer"}, "tags": {"type": "array",
-                                                       "items": {"type": "string"}},
-                "code": {"type": "string", "maxLength": 4}},
-                "required": ["note", "amount", "count", "tags", "code"]}}}
+    spec = copy.deepcopy(_LOG_SPEC)
     schema = _arguments_schema(spec)["properties"]
     assert schema["note"]["maxLength"] == MAX_STRING_CHARS and schema["code"]["maxLength"] == 4
     assert schema["amount"]["multipleOf"] == 1e-6 and "multipleOf" not in schema["count"]
@@ -238,6 +241,26 @@ def test_every_value_is_bounded_so_a_call_cannot_run_on_to_the_token_limit(tiny_
 
     unbounded = _closed_off(spec, tiny_tokenizer)
     assert not _runaway_decode(tiny_tokenizer, unbounded, 2400)[1]  # the adversary is real
+
+
+@pytest.mark.parametrize("budget", [48, 64, 96, 160])
+def test_the_closing_mode_ends_every_call_within_the_token_budget(tiny_tokenizer, budget):
+    """With the step's budget, the decoder keeps ``closing_reserve`` tokens for closing:
+    from there only quotes, braces, brackets, closing tags, commas and EOS stay allowed where
+    the grammar allows one. The adversary (thinking first, then writing on in every value)
+    still ends its call, EOS included, within max_new_tokens, and the call is valid."""
+    import json
+
+    from mellea_local.parsing.tool_grammar import closing_reserve
+
+    specs = [_LOG_SPEC, finalizer_tool().as_json_tool]
+    grammar = tool_call_grammar(specs, tokenizer=tiny_tokenizer, thinking="optional")
+    text, ended = _runaway_decode(tiny_tokenizer, grammar, budget, budget=budget,
+                                  reserve=closing_reserve(specs))
+    assert ended, text
+    call = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    assert call["name"] in ("log_entry", "final_answer")
+    assert not _runaway_decode(tiny_tokenizer, grammar, budget)[1]  # without it: cut off
 
 
 def _closed_off(spec, tokenizer):

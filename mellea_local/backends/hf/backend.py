@@ -173,6 +173,9 @@ class LocalHFBackend(ServingBackend):
                 self.tokenizer, request.grammar,
                 vocab_size=self.model.get_output_embeddings().weight.shape[0],
                 prompt_len=len(request.prompt_ids),
+                budget=request.gen_kwargs.get("max_new_tokens")
+                if request.closing_reserve is not None else None,
+                reserve=request.closing_reserve or 0,
             ))
         gen = self.engine.generate(GenerationRequest(
             prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
