@@ -11,8 +11,9 @@ satisfies that tool's JSON schema. It is the format ``parsing.response`` reads b
 ``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced.
 Every value is bounded too (``_bounded``: strings ``MAX_STRING_CHARS``, numbers within
 ``NUMBER_BOUND`` with at most six decimals, arrays ``MAX_ARRAY_ITEMS``, a thought
-``MAX_THOUGHT_CHARS``), so a call cannot run on until the token limit cuts it off; only a
-budget smaller than the call itself still can (the parser reports that).
+``MAX_THOUGHT_CHARS``), so a call cannot run on forever, and the decoder keeps
+``closing_reserve`` tokens before ``max_new_tokens`` in which it only closes the call
+(``GrammarLogitsProcessor``'s closing mode), so it is not cut off at the limit either.
 
 The arguments are written with ``json.dumps``'s separators (``": "``, ``", "``), the
 envelope's whitespace is free but bounded, and the keys' order is the one the format shows

@@ -290,7 +290,8 @@ class LlamaServerBackend(ServingBackend):
         ids, cancel = request.prompt_ids, request.cancel
         if request.grammar is not None:
             new_ids = await self._step_generate(None, ids, 0, grammar=request.grammar,
-                                                gen_kwargs=request.gen_kwargs, cancel=cancel)
+                                                gen_kwargs=request.gen_kwargs, cancel=cancel,
+                                                reserve=request.closing_reserve)
             eos = bool(new_ids) and new_ids[-1] == self._eot
             out = GenerationOutput(new_ids, len(ids), eos, cancel.is_set())
         else:
@@ -306,7 +307,7 @@ class LlamaServerBackend(ServingBackend):
         self, adapter: Adapter | None, ids: list[int], shared: int, *, grammar: str | None,
         gen_kwargs: Mapping[str, Any], cancel: threading.Event | None = None,
         reuse: bool = True, fast_forward: bool = False,
-        scores_out: list[torch.Tensor] | None = None,
+        scores_out: list[torch.Tensor] | None = None, reserve: int | None = None,
     ) -> list[int]:
         """Constrained generation, one request per token (``decoder``), on the conversation's
         slot (or the adapter's lane); all its requests counted as one call."""
@@ -319,7 +320,7 @@ class LlamaServerBackend(ServingBackend):
             ask, tokenizer=self._tokenizer, n_vocab=self._n_vocab, n_probs=self._n_probs,
             ids=ids, grammar=grammar, gen_kwargs=gen_kwargs,
             budget=int(gen_kwargs.get("max_new_tokens") or self._max_new_tokens),
-            cancel=cancel, fast_forward=fast_forward, scores_out=scores_out)
+            cancel=cancel, fast_forward=fast_forward, scores_out=scores_out, reserve=reserve)
         if completions:
             self._counts.record(completions, reusable(adapter, len(ids), shared))
         return new_ids
