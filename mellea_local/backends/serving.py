@@ -36,7 +36,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from mellea_local.adapters import AdapterSource, ResolvedAdapter, resolve_adapter
+from mellea_local.adapters import (
+    AdapterSource,
+    ResolvedAdapter,
+    find_in_library,
+    resolve_adapter,
+)
 from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.adapters.transformations import TokenLogprob
@@ -58,6 +63,7 @@ from mellea_local.core.backend import AGENT, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import AdapterError
 from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, merge_options
@@ -265,9 +271,6 @@ class ServingBackend(RequirementScoring, Backend):
         token before its invocation (the template's assistant header) is the base model's,
         so the agent's steps and later requirement checks share one base-model KV cache.
         """
-        from mellea_local.adapters import find_in_library
-        from mellea_local.errors import AdapterError
-
         value = merge_options(self.model_options, model_options).get(ModelOption.AGENT_ADAPTER)
         if value is False:
             return None
