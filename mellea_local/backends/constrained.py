@@ -77,10 +77,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
         *,
         fast_forward: bool = False,
         budget: int | None = None,
-        reserve: int = 0,
+        reserve: int | tuple[int, int] = 0,
     ) -> None:
-        """``budget`` (the generation's ``max_new_tokens``) and ``reserve``: once fewer than
-        ``reserve`` tokens are left, the *closing mode*: among the tokens the grammar allows,
+        """``budget`` (the generation's ``max_new_tokens``) and ``reserve`` (tokens, or
+        ``(in a thought, in the tool call)``, ``parsing.tool_grammar.closing_reserve``): once
+        fewer than that many tokens are left, the *closing mode*: among the tokens the grammar
+        allows,
         only those that close what is open (a string's quote, a brace, a closing tag, EOS) or
         else move to the next item (a comma) stay, so a bounded output finishes before the
         limit instead of being cut off. Where the grammar allows none of them (a value's
@@ -97,7 +99,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._prompt_len = prompt_len
         self._matchers: list[Any] = []
         self._LLMatcher = LLMatcher
-        self._closing_from = None if budget is None else max(budget - reserve, 0)
+        self._reserves = (reserve, reserve) if isinstance(reserve, int) else tuple(reserve)
+        self._budget = budget
+        self._closing_from = None if budget is None else max(budget - max(self._reserves), 0)
         self._tokenizer = tokenizer
         check = LLMatcher(self._lltok, grammar)
         if check.is_error():
@@ -132,10 +136,11 @@ class GrammarLogitsProcessor(LogitsProcessor):
         llt.apply_token_bitmask_inplace(scores, mask.to(scores.device))
         if (self._closing_from is not None
                 and input_ids.shape[1] - self._prompt_len >= self._closing_from):
-            self._close(input_ids, scores)
+            self._close(input_ids, scores, input_ids.shape[1] - self._prompt_len)
         return scores
 
-    def _close(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> None:
+    def _close(self, input_ids: torch.LongTensor, scores: torch.FloatTensor,
+               written_count: int) -> None:
         """The closing mode: keep each row's allowed closers, the first kind that has one.
 
         Before a call opens (a thought: free text, where a quote is content) only a closing
@@ -146,7 +151,11 @@ class GrammarLogitsProcessor(LogitsProcessor):
         width = scores.shape[-1]
         for row in range(scores.shape[0]):
             written = self._tokenizer.decode(input_ids[row, self._prompt_len:].tolist())
-            order = (values, items, tags) if "<tool_call>" in written else (tags,)
+            in_call = "<tool_call>" in written
+            assert self._budget is not None
+            if written_count < self._budget - self._reserves[1 if in_call else 0]:
+                continue
+            order = (values, items, tags) if in_call else (tags,)
             allowed = torch.isfinite(scores[row])
             for closers in order:
                 keep = allowed & closers[:width].to(scores.device)

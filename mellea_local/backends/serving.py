@@ -103,7 +103,7 @@ class ServingRequest:
     """``generate()`` keyword arguments from the options (max_new_tokens, sampling, stops)."""
     grammar: str | None = None
     """The grammar the output is held to (``format=``'s JSON schema), or None."""
-    closing_reserve: int | None = None
+    closing_reserve: tuple[int, int] | None = None
     """With a tool-call grammar: the tokens before ``max_new_tokens`` from which the decoder
     only closes the call (``closing_reserve``); None: no closing mode."""
     seed: int | None = None
@@ -333,7 +333,7 @@ class ServingBackend(RequirementScoring, Backend):
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
         thinking_started = prompt_opens_thinking(self.tokenizer, ids)
         grammar = json_schema_grammar(format.model_json_schema()) if format else None
-        reserve: int | None = None
+        reserve: tuple[int, int] | None = None
         if grammar is None and tool_calls and tools and constrain_tool_calls(
                 opts, self.tokenizer):
             # One call to an offered tool with valid arguments (parsing.tool_grammar).
@@ -343,7 +343,7 @@ class ServingBackend(RequirementScoring, Backend):
             offered = ([spec for name, (_, spec) in tools.items() if choice in (None, name)]
                        or [spec for _, spec in tools.values()])
             grammar = tool_call_grammar(offered, tokenizer=self.tokenizer, thinking=mode)
-            reserve = closing_reserve(offered)
+            reserve = closing_reserve(offered, self.tokenizer)
         request = ServingRequest(
             prompt_ids=ids,
             gen_kwargs=gen_kwargs,

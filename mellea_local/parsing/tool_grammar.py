@@ -144,23 +144,45 @@ _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMAS = ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not", "additionalProperties")
 
 
-def closing_reserve(specs: Sequence[Mapping[str, Any]]) -> int:
-    """Tokens a constrained step keeps for closing its call (the decoder's *closing mode*,
-    ``GrammarLogitsProcessor(budget=, reserve=)``): the closing tag and a few tokens for each
-    argument a call may still have to write (its key is forced, its value shortest once a
-    quote, brace or comma is all that is allowed)."""
-    def count(node: Any) -> int:
-        if isinstance(node, list):
-            return sum(count(item) for item in node)
-        if not isinstance(node, dict):
-            return 0
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        return len(props) + sum(count(v) for k, v in node.items() if k != "properties") + sum(
-            count(v) for v in props.values())
+def _least(node: Any) -> Any:
+    """The shortest value a schema admits, near enough: a required key each, one character
+    a string, 0 a number, the first of an enum."""
+    if not isinstance(node, dict):
+        return None
+    if "const" in node:
+        return node["const"]
+    if node.get("enum"):
+        return node["enum"][0]
+    branches = node.get("anyOf") or node.get("oneOf")
+    if branches:
+        return _least(branches[0])
+    kind = node.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "object" or "properties" in node:
+        props = node.get("properties") or {}
+        return {k: _least(props.get(k, {})) for k in node.get("required") or []}
+    return {"string": "x", "number": 0, "integer": 0, "boolean": False, "array": []}.get(str(kind))
 
-    most = max((count(dict(s.get("function", s)).get("parameters") or {}) for s in specs),
-               default=0)
-    return 16 + 8 * most
+
+def closing_reserve(specs: Sequence[Mapping[str, Any]], tokenizer: Any) -> tuple[int, int]:
+    """``(in a thought, in the call)``: the tokens a constrained step keeps for closing (the
+    decoder's *closing mode*, ``GrammarLogitsProcessor(budget=, reserve=)``).
+
+    In a thought, closing means ending it and writing the shortest call of the longest
+    offered tool; in the call, a quote, the remaining shortest arguments, the braces and the
+    closing tag. Each is that text's length in tokens, for the worst tool, plus EOS and a
+    margin of four."""
+    thought = call = 0
+    for spec in specs:
+        fn = spec.get("function", spec)
+        args = json.dumps(_least(fn.get("parameters") or {}) or {}, ensure_ascii=False)
+        shortest = json.dumps({"name": fn["name"], "arguments": json.loads(args)},
+                              ensure_ascii=False)
+        thought = max(thought, len(tokenizer.encode(
+            f"</think>\n<tool_call>\n{shortest}\n</tool_call>", add_special_tokens=False)))
+        call = max(call, len(tokenizer.encode(
+            f'", {args[1:]}}}\n</tool_call>', add_special_tokens=False)))
+    return thought + 5, call + 5
 
 
 def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:

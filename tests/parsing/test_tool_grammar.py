@@ -256,7 +256,7 @@ def test_the_closing_mode_ends_every_call_within_the_token_budget(tiny_tokenizer
     specs = [_LOG_SPEC, finalizer_tool().as_json_tool]
     grammar = tool_call_grammar(specs, tokenizer=tiny_tokenizer, thinking="optional")
     text, ended = _runaway_decode(tiny_tokenizer, grammar, budget, budget=budget,
-                                  reserve=closing_reserve(specs))
+                                  reserve=closing_reserve(specs, tiny_tokenizer))
     assert ended, text
     call = json.loads(text[text.index("{"): text.rindex("}") + 1])
     assert call["name"] in ("log_entry", "final_answer")

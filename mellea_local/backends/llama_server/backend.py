@@ -307,7 +307,7 @@ class LlamaServerBackend(ServingBackend):
         self, adapter: Adapter | None, ids: list[int], shared: int, *, grammar: str | None,
         gen_kwargs: Mapping[str, Any], cancel: threading.Event | None = None,
         reuse: bool = True, fast_forward: bool = False,
-        scores_out: list[torch.Tensor] | None = None, reserve: int | None = None,
+        scores_out: list[torch.Tensor] | None = None, reserve: tuple[int, int] | None = None,
     ) -> list[int]:
         """Constrained generation, one request per token (``decoder``), on the conversation's
         slot (or the adapter's lane); all its requests counted as one call."""

@@ -39,7 +39,7 @@ async def step_generate(
     ask: Ask, *, tokenizer: Any, n_vocab: int, n_probs: int, ids: list[int],
     grammar: str | None, gen_kwargs: Mapping[str, Any], budget: int,
     cancel: threading.Event | None = None, fast_forward: bool = False,
-    scores_out: list[torch.Tensor] | None = None, reserve: int | None = None,
+    scores_out: list[torch.Tensor] | None = None, reserve: tuple[int, int] | None = None,
 ) -> list[int]:
     """The new token ids (up to ``budget``, ending at end-of-text); each step's processed
     scores appended to ``scores_out`` when given. ``reserve``: the grammar's closing mode
