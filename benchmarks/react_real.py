@@ -10,14 +10,19 @@ arguments and the final answer contains every fact. Invalid calls: calls the par
 steps without any call are counted apart.
 
 Configs: ``base-free`` (the model as it is, no grammar), ``base-constrained`` (the tool-call
-grammar, the default for SmolLM2's template), and ``agent:PATH`` (an agent build's merged
-folder from ``mellea-local train --task agent``, constrained). The grammar's own cost is timed
-inside its logits processor (mask computation and matcher setup) against the step's model
-time.
+grammar, the default for SmolLM2's template), ``agent-constrained`` (every step decoded with
+the agent aLoRA, invoked at the assistant header, under the grammar: ``--agent-adapter PATH``,
+else the shipped ``adapters/agent/<model>/alora``), and ``agent:PATH`` (an agent build's merged
+folder from ``mellea-local train --task agent --kind lora``, constrained). The base configs
+turn the agent adapter off (``ModelOption.AGENT_ADAPTER=False``) even where one is shipped.
+The grammar's own cost is timed inside its logits processor (mask computation and matcher
+setup) against the step's model time. ``cut_off_steps`` counts steps that ended at the token
+limit (a call cut off there is one of the invalid calls).
 
 Usage (1 thread, niced, on a shared machine):
     nice -n 10 python benchmarks/react_real.py --model smollm2-135m --threads 1 \\
-        --configs base-free,base-constrained --out benchmarks/results/react_real_smollm2.json
+        --configs base-free,base-constrained,agent-constrained \\
+        --out benchmarks/results/react_real_smollm2.json
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mellea_local.backends.constrained import GrammarLogitsProcessor
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import AGENT, Backend
 from mellea_local.core.context import ChatContext
 from mellea_local.errors import ReactLoopError
 from mellea_local.options import ModelOption
@@ -112,10 +117,10 @@ def tools_for(goal: dict[str, Any]) -> list[RecordedTool]:
 
 
 async def run_goal(backend: Any, goal: dict[str, Any], *, constrain: bool, budget: int,
-                   max_new_tokens: int) -> dict[str, Any]:
+                   max_new_tokens: int, agent: bool = False) -> dict[str, Any]:
     tools = tools_for(goal)
     opts = {ModelOption.MAX_NEW_TOKENS: max_new_tokens,
-            ModelOption.CONSTRAIN_TOOL_CALLS: constrain}
+            ModelOption.CONSTRAIN_TOOL_CALLS: constrain, ModelOption.AGENT_ADAPTER: agent}
     started, grammar0 = time.perf_counter(), _grammar_seconds[0]
     answer, error = None, None
     recorder = Recorder(backend)
@@ -140,6 +145,8 @@ async def run_goal(backend: Any, goal: dict[str, Any], *, constrain: bool, budge
             "steps": len(steps), "calls": len(calls),
             "invalid_calls": sum(c.error is not None for c in calls),
             "no_call_steps": sum(not s.tool_calls for s in steps),
+            "cut_off_steps": sum(s.finish_reason == "length" for s in steps),
+            "agent_adapter_steps": sum(bool(s.meta.get("agent_adapter")) for s in steps),
             "called": [c.name for c in calls],
             "seconds": round(time.perf_counter() - started, 2),
             "model_seconds": round(model_seconds, 3),
@@ -155,6 +162,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "invalid_calls": sum(r["invalid_calls"] for r in rows),
             "calls": sum(r["calls"] for r in rows),
             "no_call_steps": sum(r["no_call_steps"] for r in rows),
+            "cut_off_steps": sum(r.get("cut_off_steps", 0) for r in rows),
             "steps": sum(r["steps"] for r in rows),
             "model_seconds": round(model, 1), "grammar_seconds": round(grammar, 2),
             "grammar_share_of_model_time": round(grammar / model, 4) if model else None}
@@ -165,7 +173,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--goals", type=Path, default=GOALS)
     ap.add_argument("--configs", default="base-free,base-constrained")
+    ap.add_argument("--agent-adapter", type=Path, default=None,
+                    help="agent aLoRA folder for agent-constrained (default: the shipped one)")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--ids", default=None,
+                    help="comma-separated goal ids to run (default: all, or the first --limit)")
     ap.add_argument("--budget", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=1)
@@ -176,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
 
     goals = [json.loads(line) for line in args.goals.read_text().splitlines() if line.strip()]
     goals = goals[: args.limit] if args.limit else goals
+    if args.ids:
+        wanted = {int(i) for i in args.ids.split(",")}
+        goals = [g for g in goals if g["id"] in wanted]
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]),
                               "model": args.model, "goals_file": str(args.goals),
                               "budget": args.budget, "max_new_tokens": args.max_new_tokens,
@@ -189,6 +204,15 @@ def main(argv: list[str] | None = None) -> None:
             backends.clear()
             backends[source] = LocalHFBackend(source, device="cpu")
         backend = backends[source]
+        agent = name == "agent-constrained"
+        if agent:
+            if args.agent_adapter is not None and not backend.adapters:
+                backend.add_adapter(args.agent_adapter, intrinsic=AGENT)
+            adapter = backend.agent_adapter()
+            if adapter is None:
+                sys.exit(f"{config}: no agent adapter for {args.model}; pass --agent-adapter "
+                         "or ship adapters/agent/<model>/alora.")
+            report["agent_adapter"] = str(adapter.path)
         if one_time is None:
             # llguidance builds its tokenizer tables once per process (seconds for a 49k
             # vocabulary): timed here, apart from the per-step cost.
@@ -201,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         for goal in goals:
             row = asyncio.run(run_goal(backend, goal, constrain=constrain, budget=args.budget,
-                                       max_new_tokens=args.max_new_tokens))
+                                       max_new_tokens=args.max_new_tokens, agent=agent))
             rows.append(row)
             print(f"{config} goal {row['id']}: solved={row['solved']} steps={row['steps']} "
                   f"invalid={row['invalid_calls']} {row['seconds']}s", flush=True)

@@ -47,6 +47,11 @@ class ModelOption:
     REPLAY_THINKING = "@@@replay_thinking@@@"
     """Earlier assistant turns keep their thinking in the prompt (True, the default: the
     prompt extends the previous one, so the KV cache serves it) or lose it (False)."""
+    AGENT_ADAPTER = "@@@agent_adapter@@@"
+    """With tool calling on: decode the step with the backend's agent adapter (an aLoRA
+    invoked at the assistant header, ``core.backend.AGENT``): unset or True, the one loaded,
+    else the shipped one for this model when the library has it (loaded on first use); False,
+    the base model; a str, the loaded adapter of that name."""
 
 
 # Plain spellings users write, mapped onto the sentinels.
@@ -179,6 +184,12 @@ def check_option(key: object, value: Any) -> None:
         raise ModelOptionTypeError(
             f"Model option {label} is a {type(value).__name__}; give the system prompt as a str.",
             name,
+        )
+    if name == ModelOption.AGENT_ADAPTER and not isinstance(value, bool | str):
+        raise ModelOptionTypeError(
+            f"Model option {label} is {_short(value)} ({type(value).__name__}); give True "
+            "(the agent adapter when there is one), False (the base model) or the name of a "
+            "loaded adapter.", name,
         )
     if name in TOKEN_ID_OPTIONS:
         _check_token_shape(label, name, value)

@@ -14,6 +14,7 @@ Loading weights into a model (``peft.PeftModel``) belongs to the backend.
 """
 
 from mellea_local.adapters.catalog import (
+    AGENT_IO_YAML,
     CATALOG,
     GRANITELIB_CORE_REPO,
     GRANITELIB_CORE_REVISION,
@@ -70,6 +71,7 @@ from mellea_local.adapters.transformations import (
 )
 
 __all__ = [
+    "AGENT_IO_YAML",
     "CATALOG",
     "GRANITELIB_CORE_REPO",
     "GRANITELIB_CORE_REVISION",

@@ -46,6 +46,10 @@ REQUIREMENT_CHECK_IO_YAML = Path(__file__).with_name("requirement_check_io.yaml"
 """The requirement-check io.yaml in the public format, to copy into an adapter folder you
 build or train (``<library>/requirement-check/<base>/<alora|lora>/io.yaml``)."""
 
+AGENT_IO_YAML = Path(__file__).with_name("agent_io.yaml")
+"""The io.yaml of an agent adapter (no instruction, schema or rules: the tool-call parser reads
+its steps), to copy beside a trained agent aLoRA (``<library>/agent/<base>/alora/io.yaml``)."""
+
 _COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 _INTRINSIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 

@@ -29,6 +29,27 @@ def _ll_tokenizer(tokenizer: Any, n_vocab: int) -> Any:
     return llguidance.hf.from_tokenizer(tokenizer, n_vocab=n_vocab)
 
 
+@functools.cache
+def _closers(tokenizer: Any, n_vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per token, whether it closes what is open, in the closing mode's order of preference
+    (:class:`GrammarLogitsProcessor`): ``values`` (only quotes, braces, brackets; EOS),
+    ``items`` (those with a comma: on to the next required item) and ``tags`` (a closing
+    tag's ``</``, the tag itself where it is one token; EOS)."""
+    values, items, tags = (torch.zeros(n_vocab, dtype=torch.bool) for _ in range(3))
+    for token_id in range(min(n_vocab, len(tokenizer))):
+        text = tokenizer.decode([token_id]).strip()
+        if text.startswith("</"):
+            tags[token_id] = True
+        elif text and set(text) <= set('"}]'):
+            values[token_id] = True
+        elif text and set(text) <= set('"}],'):
+            items[token_id] = True
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(eos, int) and eos < n_vocab:
+        values[eos] = tags[eos] = True
+    return values, items, tags
+
+
 def json_schema_grammar(schema: dict[str, Any] | str) -> str:
     """An llguidance grammar for a JSON schema, with bounded flexible whitespace."""
     from llguidance import LLMatcher
@@ -55,7 +76,17 @@ class GrammarLogitsProcessor(LogitsProcessor):
         prompt_len: int,
         *,
         fast_forward: bool = False,
+        budget: int | None = None,
+        reserve: int | tuple[int, int] = 0,
     ) -> None:
+        """``budget`` (the generation's ``max_new_tokens``) and ``reserve`` (tokens, or
+        ``(in a thought, in the tool call)``, ``parsing.tool_grammar.closing_reserve``): once
+        fewer than that many tokens are left, the *closing mode*: among the tokens the grammar
+        allows,
+        only those that close what is open (a string's quote, a brace, a closing tag, EOS) or
+        else move to the next item (a comma) stay, so a bounded output finishes before the
+        limit instead of being cut off. Where the grammar allows none of them (a value's
+        first character), it is unchanged."""
         from llguidance import LLMatcher
 
         # fast_forward: where the grammar forces text (e.g. `{"score": "`), allow only its
@@ -68,6 +99,10 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._prompt_len = prompt_len
         self._matchers: list[Any] = []
         self._LLMatcher = LLMatcher
+        self._reserves = (reserve, reserve) if isinstance(reserve, int) else tuple(reserve)
+        self._budget = budget
+        self._closing_from = None if budget is None else max(budget - max(self._reserves), 0)
+        self._tokenizer = tokenizer
         check = LLMatcher(self._lltok, grammar)
         if check.is_error():
             raise ConstrainedDecodingError(
@@ -99,7 +134,34 @@ class GrammarLogitsProcessor(LogitsProcessor):
             else:
                 llt.fill_next_token_bitmask(matcher, mask, row)
         llt.apply_token_bitmask_inplace(scores, mask.to(scores.device))
+        if (self._closing_from is not None
+                and input_ids.shape[1] - self._prompt_len >= self._closing_from):
+            self._close(input_ids, scores, input_ids.shape[1] - self._prompt_len)
         return scores
+
+    def _close(self, input_ids: torch.LongTensor, scores: torch.FloatTensor,
+               written_count: int) -> None:
+        """The closing mode: keep each row's allowed closers, the first kind that has one.
+
+        Before a call opens (a thought: free text, where a quote is content) only a closing
+        tag ends anything; inside the call a quote, brace or bracket closes the value, a
+        comma moves on to the next required one, and after it the closing tag ends the step.
+        """
+        values, items, tags = _closers(self._tokenizer, self._vocab_size)
+        width = scores.shape[-1]
+        for row in range(scores.shape[0]):
+            written = self._tokenizer.decode(input_ids[row, self._prompt_len:].tolist())
+            in_call = "<tool_call>" in written
+            assert self._budget is not None
+            if written_count < self._budget - self._reserves[1 if in_call else 0]:
+                continue
+            order = (values, items, tags) if in_call else (tags,)
+            allowed = torch.isfinite(scores[row])
+            for closers in order:
+                keep = allowed & closers[:width].to(scores.device)
+                if keep.any():
+                    scores[row, ~keep] = -math.inf
+                    break
 
 
 def compact_json_grammar(schema: Mapping[str, Any]) -> str:

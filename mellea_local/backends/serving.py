@@ -40,7 +40,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from mellea_local.adapters import AdapterSource, ResolvedAdapter, resolve_adapter
+from mellea_local.adapters import (
+    AdapterSource,
+    ResolvedAdapter,
+    find_in_library,
+    resolve_adapter,
+)
 from mellea_local.adapters.catalog import require_intrinsic_name
 from mellea_local.adapters.loaded import Adapter
 from mellea_local.adapters.transformations import TokenLogprob
@@ -58,14 +63,19 @@ from mellea_local.backends.constrained import (
     token_logprobs,
 )
 from mellea_local.backends.finish import GenerationOutput, finish_thunk, prompt_opens_thinking
-from mellea_local.core.backend import Backend
+from mellea_local.core.backend import AGENT, Backend
 from mellea_local.core.component import Span
 from mellea_local.core.context import Context
 from mellea_local.core.thunk import ModelOutputThunk
+from mellea_local.errors import AdapterError
 from mellea_local.inputs import check_format
 from mellea_local.intrinsics.requirement_check import RequirementScoring
 from mellea_local.options import ModelOption, merge_options
-from mellea_local.parsing.tool_grammar import constrain_tool_calls, tool_call_grammar
+from mellea_local.parsing.tool_grammar import (
+    closing_reserve,
+    constrain_tool_calls,
+    tool_call_grammar,
+)
 from mellea_local.rendering.request import render_request
 
 __all__ = ["Delivery", "ServingBackend", "ServingEngine", "ServingRequest"]
@@ -109,6 +119,9 @@ class ServingRequest:
     """``generate()`` keyword arguments from the options (max_new_tokens, sampling, stops)."""
     grammar: str | None = None
     """The grammar the output is held to (``format=``'s JSON schema), or None."""
+    closing_reserve: tuple[int, int] | None = None
+    """With a tool-call grammar: the tokens before ``max_new_tokens`` from which the decoder
+    only closes the call (``closing_reserve``); None: no closing mode."""
     seed: int | None = None
     on_text: Callable[[str], None] | None = None
     """Receives each new piece of text when streaming; None when not."""
@@ -117,6 +130,10 @@ class ServingRequest:
     meta: dict[str, Any] = field(default_factory=dict)
     """What the engine reports beside the ids (timings, cache counts): copied to
     ``thunk.meta`` when the thunk is finished."""
+    adapter: Adapter | None = None
+    """An agent adapter the step is decoded with (``ServingBackend.agent_adapter``): active
+    from its invocation on, every token before it the base model's; None: the base model.
+    Set only on a backend whose ``runs_agent_steps`` is True."""
 
     @property
     def stop_strings(self) -> list[str]:
@@ -155,6 +172,10 @@ class ServingBackend(RequirementScoring, Backend):
     _registry: LoadedAdapters
     _base_identity: str | None = None
     """The base model adapters are checked against (``check_base_fit``); None: unchecked."""
+    runs_agent_steps: ClassVar[bool] = False
+    """Whether the engine can decode a tool-calling step with an agent adapter on
+    (``ServingRequest.adapter``); an engine that cannot never looks one up."""
+    _agent_looked_up: bool = False
 
     # ----- adapters (admission written once) ----------------------------------------------
 
@@ -246,6 +267,36 @@ class ServingBackend(RequirementScoring, Backend):
         self.engine.unload_adapter(name)
         self._registry.remove(name)
 
+    def agent_adapter(self, model_options: Mapping[str, Any] | None = None) -> Adapter | None:
+        """The adapter a tool-calling step is decoded with under ``model_options``, or None.
+
+        ``ModelOption.AGENT_ADAPTER``: False, none; a str, the loaded adapter of that name;
+        unset or True, the agent adapter already loaded (``add_adapter("agent")`` or a folder
+        with ``intrinsic="agent"``), else the shipped one for this model: the library's
+        ``agent/<base>/alora/`` (``core.backend.AGENT``), looked up once, on first use, and
+        admitted like any adapter (``admit_adapter``). Only an aLoRA is looked up: every
+        token before its invocation (the template's assistant header) is the base model's,
+        so the agent's steps and later requirement checks share one base-model KV cache.
+        """
+        value = merge_options(self.model_options, model_options).get(ModelOption.AGENT_ADAPTER)
+        if value is False:
+            return None
+        if isinstance(value, str):
+            if not self.runs_agent_steps:
+                raise AdapterError(
+                    f"{type(self).__name__} cannot decode a step with an adapter on "
+                    f"(ModelOption.AGENT_ADAPTER={value!r}); use LocalHFBackend, or leave the "
+                    "option unset.")
+            return self._registry.adapter_for(AGENT, name=value)
+        if not self.runs_agent_steps:
+            return None
+        if not self._registry.serves(AGENT) and not self._agent_looked_up:
+            self._agent_looked_up = True
+            found = find_in_library(AGENT, self.model_id, kinds=("alora",))
+            if found is not None:
+                self.admit_adapter(found, name=AGENT)
+        return self._registry.adapter_for(AGENT) if self._registry.serves(AGENT) else None
+
     # ----- generation ----------------------------------------------------------------------
 
     @property
@@ -289,25 +340,31 @@ class ServingBackend(RequirementScoring, Backend):
         mot: ModelOutputThunk[Any] = ModelOutputThunk(None)
         thinking_started = prompt_opens_thinking(self.tokenizer, ids)
         grammar = json_schema_grammar(format.model_json_schema()) if format else None
+        reserve: tuple[int, int] | None = None
         if grammar is None and tool_calls and tools and constrain_tool_calls(
                 opts, self.tokenizer):
             # One call to an offered tool with valid arguments (parsing.tool_grammar).
             mode = ("open" if thinking_started else
                     "none" if opts.get(ModelOption.THINKING) is False else "optional")
             choice = opts.get(ModelOption.TOOL_CHOICE)
-            grammar = tool_call_grammar(
-                [spec for name, (_, spec) in tools.items() if choice in (None, name)]
-                or [spec for _, spec in tools.values()],
-                tokenizer=self.tokenizer, thinking=mode)
+            offered = ([spec for name, (_, spec) in tools.items() if choice in (None, name)]
+                       or [spec for _, spec in tools.values()])
+            grammar = tool_call_grammar(offered, tokenizer=self.tokenizer, thinking=mode)
+            reserve = closing_reserve(offered, self.tokenizer)
         request = ServingRequest(
             prompt_ids=ids,
             gen_kwargs=gen_kwargs,
             grammar=grammar,
+            closing_reserve=reserve,
             seed=opts.get(ModelOption.SEED),
             on_text=mot._push_delta if opts.get(ModelOption.STREAM) else None,
         )
         if grammar is not None and format is None:
             request.meta["tool_grammar"] = True
+        if tool_calls and tools and format is None:
+            request.adapter = self.agent_adapter(model_options)
+            if request.adapter is not None:
+                request.meta["agent_adapter"] = request.adapter.name
         delivery = Delivery(mot)
 
         def post_process(out: ModelOutputThunk[Any]) -> None:

@@ -340,6 +340,11 @@ def react_command(
         "--constrain/--no-constrain",
         help="Decode each step under a grammar of the offered tools (default: on for a chat "
         "template without a tool slot, such as SmolLM2's).")] = None,
+    agent_adapter: Annotated[bool | None, typer.Option(
+        "--agent-adapter/--no-agent-adapter",
+        help="Decode each step with the model's agent aLoRA (default: the shipped "
+        "adapters/agent/<model>/alora when there is one; --no-agent-adapter: the base "
+        "model).")] = None,
     max_new_tokens: MaxNewTokensOpt = 256,
     threads: ThreadsOpt = None,
     backend_name: BackendOpt = "hf",
@@ -368,7 +373,8 @@ def react_command(
         if adapter:
             add_cli_adapter(backend, adapter)
         run_react(backend, goal, console=Console(), tools=tools, loop_budget=budget,
-                  max_new_tokens=max_new_tokens, thinking=thinking, constrain=constrain)
+                  max_new_tokens=max_new_tokens, thinking=thinking, constrain=constrain,
+                  agent=agent_adapter)
 
     run_guarded(debug, work)
 

@@ -29,8 +29,8 @@ from mellea_local.rendering.tool_prompt import (
 )
 from mellea_local.tools.builtin import calculator, lookup_tool
 
-__all__ = ["StepPrinter", "build_tools", "parse_lookup", "run_react", "template_renders_tools",
-           "tool_format_line"]
+__all__ = ["StepPrinter", "agent_adapter_line", "build_tools", "parse_lookup", "run_react",
+           "template_renders_tools", "tool_format_line"]
 
 
 class StepPrinter(Backend):
@@ -105,6 +105,19 @@ def tool_format_line(backend: Any, constrain: bool | None) -> str:
     return f"tool format: {how}; calls constrained to the tools' schemas: {state}{why}"
 
 
+def agent_adapter_line(backend: Any, agent: bool | None) -> str:
+    """One line saying which adapter the steps are decoded with (``ModelOption.AGENT_ADAPTER``:
+    unset, the shipped ``adapters/agent/<model>/alora`` when there is one)."""
+    find = getattr(backend, "agent_adapter", None)
+    adapter = find({ModelOption.AGENT_ADAPTER: agent}) if callable(find) else None
+    if adapter is None:
+        why = " (--no-agent-adapter)" if agent is False else (
+            "" if callable(find) else " (this backend has none)")
+        return f"agent adapter: none, steps decoded by the base model{why}"
+    return (f"agent adapter: {adapter.name} ({adapter.kind.value} invoked at the assistant "
+            f"header) from {adapter.path}")
+
+
 def build_tools(lookup: Mapping[str, Any] | None) -> list[Any]:
     """The calculator, plus a lookup table when one is given."""
     return [calculator, lookup_tool(lookup)] if lookup else [calculator]
@@ -126,13 +139,16 @@ def parse_lookup(pairs: Sequence[str]) -> dict[str, str]:
 def run_react(
     backend: Any, goal: str, *, console: Console, tools: list[Any], loop_budget: int = 6,
     max_new_tokens: int = 256, thinking: bool = True, constrain: bool | None = None,
+    agent: bool | None = None,
 ) -> str:
     """Run the agent and print every step; returns the final answer."""
     printer = StepPrinter(backend, console)
     options = {ModelOption.MAX_NEW_TOKENS: max_new_tokens, ModelOption.THINKING: thinking,
-               ModelOption.CONSTRAIN_TOOL_CALLS: constrain}
+               ModelOption.CONSTRAIN_TOOL_CALLS: constrain, ModelOption.AGENT_ADAPTER: agent}
     if getattr(backend, "tokenizer", None) is not None:  # a backend that renders itself
         console.print(tool_format_line(backend, constrain), style="dim", markup=False,
+                      highlight=False)
+        console.print(agent_adapter_line(backend, agent), style="dim", markup=False,
                       highlight=False)
     console.print(f"goal: {goal}", style="bold", markup=False, highlight=False)
     result, ctx = asyncio.run(react(goal, ChatContext(), printer, tools=tools,

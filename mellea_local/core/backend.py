@@ -22,6 +22,11 @@ REQUIREMENT_CHECK = "requirement-check"
 """The intrinsic ``score_requirements`` runs by default (the peer's contract); the one place
 the name is written (``mellea_local.intrinsics.REQUIREMENT_CHECK`` re-exports it)."""
 
+AGENT = "agent"
+"""The library name of an agent adapter (``<root>/agent/<base>/alora/``): an aLoRA invoked at
+the chat template's assistant header that a tool-calling step is decoded with
+(``ModelOption.AGENT_ADAPTER``); the one place the name is written."""
+
 
 class _BackendMeta(abc.ABCMeta):
     """Counts ``_generate_from_context`` (the peer's hook) as implementing generation."""

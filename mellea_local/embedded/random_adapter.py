@@ -29,16 +29,22 @@ def save_random_adapter(
     rank: int = 8,
     target_modules: tuple[str, ...] = ATTENTION_MODULES,
     io_yaml: str | None = None,
+    invocation: list[int] | None = None,
+    scale: float = 1.0,
 ) -> Path:
     """Write an adapter folder (config, safetensors weights, io.yaml) for ``base``.
 
     ``base`` is copied first: PEFT injects its layers into the model it is given. An aLoRA is
-    invoked by ``<requirements>``, the start of the requirement-check instruction.
+    invoked by ``<requirements>``, the start of the requirement-check instruction, unless
+    ``invocation`` (token ids) says otherwise (an agent aLoRA: the assistant header).
+    ``scale`` multiplies every B matrix: a small one makes an adapter that changes the
+    logits a little, so a model's valid output stays valid under it.
     """
     from peft import LoraConfig, get_peft_model
 
     out = Path(out)
-    invocation = tokenizer.encode(INVOCATION_TEXT, add_special_tokens=False)
+    if invocation is None:
+        invocation = tokenizer.encode(INVOCATION_TEXT, add_special_tokens=False)
     config = LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
@@ -50,6 +56,11 @@ def save_random_adapter(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         peft_model = get_peft_model(copy.deepcopy(base), config)
+    if scale != 1.0:
+        with torch.no_grad():
+            for name, param in peft_model.named_parameters():
+                if "lora_B" in name:
+                    param.mul_(scale)
     peft_model.save_pretrained(out)
     (out / "io.yaml").write_text(io_yaml or REQUIREMENT_CHECK_IO_YAML.read_text())
     return out

@@ -24,6 +24,12 @@ from mellea_local.intrinsics.rewrite import rewrite_conversation
 from mellea_local.options import template_variables
 from mellea_local.rendering import render_prompt, to_chat_messages
 from mellea_local.rendering.prompt import check_text_only
+from mellea_local.rendering.tool_prompt import (
+    hermes_messages,
+    needs_tool_prompt,
+    template_renders_tool_role,
+)
+from mellea_local.rendering.tools import collect_tools
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -67,18 +73,32 @@ def build_request(
     if options.system_prompt:
         history = [{"role": "system", "content": options.system_prompt}, *history]
     kwargs = {**conversation.template_kwargs, **options.template_kwargs}
-    before = render_prompt(tokenizer, history, None, kwargs, add_generation_prompt=False).text
+    # A conversation that offered tools (an agent run: its ReactInitiator holds them) is
+    # rendered as its steps were (``rendering.request``): the same tool block, calls and
+    # results, in the template's format or the Hermes one. The check then reads what the
+    # agent read, and its prefix is the one the agent's steps left in the base cache.
+    specs = [spec for _, spec in collect_tools(None, view, None).values()] or None
+    before = _render(tokenizer, history, specs, kwargs, generation=False).text
 
     prompts = []
     for variables in calls:
         instruction = intrinsic.instruction(variables, last_message=conversation.last_message)
         turns = [*history, {"role": "user", "content": instruction}] if instruction else history
         # Message text (the requirement included) that spells a control token stays text.
-        rendered = render_prompt(tokenizer, turns, None, kwargs, add_generation_prompt=True)
+        rendered = _render(tokenizer, turns, specs, kwargs, generation=True)
         prompts.append(adapter.strategy.build_prompt(
             adapter, partial(rendered.encode_piece, tokenizer), rendered.text,
             _turn_start(before, rendered.text)))
     return prompts, conversation.marked
+
+
+def _render(tokenizer: Any, turns: list[dict[str, Any]], specs: list[dict[str, Any]] | None,
+            kwargs: dict[str, Any], *, generation: bool) -> Any:
+    """``render_prompt`` with the conversation's tools, as a generation renders them."""
+    if needs_tool_prompt(tokenizer, turns, specs):
+        turns = hermes_messages(turns, specs, tool_role=template_renders_tool_role(tokenizer))
+        specs = None
+    return render_prompt(tokenizer, turns, specs, kwargs, add_generation_prompt=generation)
 
 
 def _turn_start(before: str, text: str) -> int:

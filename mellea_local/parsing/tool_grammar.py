@@ -8,8 +8,12 @@ this grammar a step's output is, exactly::
 
 where ``N`` is one of the offered tools (``final_answer`` included, when offered) and ``A``
 satisfies that tool's JSON schema. It is the format ``parsing.response`` reads back and
-``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced (a
-call can still be cut off at the token limit, which the parser reports).
+``rendering.tool_prompt`` writes into the prompt, so a malformed call cannot be produced.
+Every value is bounded too (``_bounded``: strings ``MAX_STRING_CHARS``, numbers within
+``NUMBER_BOUND`` with at most six decimals, arrays ``MAX_ARRAY_ITEMS``, a thought
+``MAX_THOUGHT_CHARS``), so a call cannot run on forever, and the decoder keeps
+``closing_reserve`` tokens before ``max_new_tokens`` in which it only closes the call
+(``GrammarLogitsProcessor``'s closing mode), so it is not cut off at the limit either.
 
 The arguments are written with ``json.dumps``'s separators (``": "``, ``", "``), the
 envelope's whitespace is free but bounded, and the keys' order is the one the format shows
@@ -37,10 +41,31 @@ from mellea_local.errors import ConstrainedDecodingError
 from mellea_local.options import ModelOption
 from mellea_local.rendering.tool_prompt import template_renders_tools
 
-__all__ = ["MAX_THOUGHT_CHARS", "constrain_tool_calls", "tool_call_grammar"]
+__all__ = [
+    "MAX_ARRAY_ITEMS",
+    "MAX_STRING_CHARS",
+    "MAX_THOUGHT_CHARS",
+    "NUMBER_BOUND",
+    "NUMBER_STEP",
+    "closing_reserve",
+    "constrain_tool_calls",
+    "tool_call_grammar",
+]
 
 MAX_THOUGHT_CHARS = 600
 """A thinking block is at most this long under the grammar, so it cannot eat the budget."""
+
+MAX_STRING_CHARS = 120
+"""A string argument without a length bound of its own is at most this long under the grammar:
+SmolLM2 wrote on inside a string until the token limit cut the call off (an invalid call)."""
+NUMBER_BOUND = 1e15
+"""A number without bounds of its own lies in [-NUMBER_BOUND, NUMBER_BOUND] under the grammar
+(at most 16 integer digits, no exponent) ..."""
+NUMBER_STEP = 1e-6
+"""... and a ``number`` without ``multipleOf`` has at most six decimals: digits written on
+forever are impossible, so every value ends within a few tokens."""
+MAX_ARRAY_ITEMS = 16
+"""An array without ``maxItems`` holds at most this many items under the grammar."""
 
 _WS = r"/[ \t\n]{1,4}/"
 FREE_TEXT_PATTERN = r"^[^<>{}]+$"
@@ -92,11 +117,72 @@ def _closed(node: Any) -> Any:
         if isinstance(prop, dict) and prop.get("type") == "string" and not (
                 {"minLength", "maxLength", "enum", "const", "pattern", "format"} & set(prop)):
             out["properties"][name] = {**prop, "pattern": FREE_TEXT_PATTERN}
-    return out
+    return _bounded(out)
+
+
+def _bounded(node: dict[str, Any]) -> dict[str, Any]:
+    """Every string, number and array of the schema bounded in length (its own bounds kept),
+    so that no value can run on until the token limit cuts the call off."""
+    kind = node.get("type")
+    if "enum" in node or "const" in node:
+        return node
+    if kind == "string" and "maxLength" not in node and "format" not in node:
+        node["maxLength"] = MAX_STRING_CHARS
+    elif kind in ("number", "integer"):
+        if "minimum" not in node and "exclusiveMinimum" not in node:
+            node["minimum"] = -NUMBER_BOUND
+        if "maximum" not in node and "exclusiveMaximum" not in node:
+            node["maximum"] = NUMBER_BOUND
+        if kind == "number" and "multipleOf" not in node:
+            node["multipleOf"] = NUMBER_STEP
+    elif kind == "array" and "maxItems" not in node:
+        node["maxItems"] = MAX_ARRAY_ITEMS
+    return node
 
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMAS = ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not", "additionalProperties")
+
+
+def _least(node: Any) -> Any:
+    """The shortest value a schema admits, near enough: a required key each, one character
+    a string, 0 a number, the first of an enum."""
+    if not isinstance(node, dict):
+        return None
+    if "const" in node:
+        return node["const"]
+    if node.get("enum"):
+        return node["enum"][0]
+    branches = node.get("anyOf") or node.get("oneOf")
+    if branches:
+        return _least(branches[0])
+    kind = node.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "object" or "properties" in node:
+        props = node.get("properties") or {}
+        return {k: _least(props.get(k, {})) for k in node.get("required") or []}
+    return {"string": "x", "number": 0, "integer": 0, "boolean": False, "array": []}.get(str(kind))
+
+
+def closing_reserve(specs: Sequence[Mapping[str, Any]], tokenizer: Any) -> tuple[int, int]:
+    """``(in a thought, in the call)``: the tokens a constrained step keeps for closing (the
+    decoder's *closing mode*, ``GrammarLogitsProcessor(budget=, reserve=)``).
+
+    In a thought, closing means ending it and writing the shortest call of the longest
+    offered tool; in the call, a quote, the remaining shortest arguments, the braces and the
+    closing tag. Each is that text's length in tokens, for the worst tool, plus EOS and a
+    margin of four."""
+    thought = call = 0
+    for spec in specs:
+        fn = spec.get("function", spec)
+        args = json.dumps(_least(fn.get("parameters") or {}) or {}, ensure_ascii=False)
+        shortest = json.dumps({"name": fn["name"], "arguments": json.loads(args)},
+                              ensure_ascii=False)
+        thought = max(thought, len(tokenizer.encode(
+            f"</think>\n<tool_call>\n{shortest}\n</tool_call>", add_special_tokens=False)))
+        call = max(call, len(tokenizer.encode(
+            f'", {args[1:]}}}\n</tool_call>', add_special_tokens=False)))
+    return thought + 5, call + 5
 
 
 def _arguments_schema(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -180,3 +180,98 @@ def test_exactness_on_the_trained_tiny_model(shared_embedded_backend):
             assert held == free, goal
     assert whole == 2  # the calculator goals: the model's own call satisfies the grammar;
     # the third calls a `lookup` tool it was trained on but is not offered here
+
+
+
+_LOG_SPEC = {"type": "function", "function": {"name": "log_entry", "description": "Log.",
+        "parameters": {"type": "object", "properties": {
+            "note": {"type": "string"}, "amount": {"type": "number"},
+            "count": {"type": "integer"}, "tags": {"type": "array",
+                                                   "items": {"type": "string"}},
+            "code": {"type": "string", "maxLength": 4}},
+            "required": ["note", "amount", "count", "tags", "code"]}}}
+
+
+def _runaway_decode(tokenizer, grammar, steps, **closing):
+    """Greedy decoding under ``grammar`` by an adversary that prefers to write on: letter and
+    digit tokens score high, closing quotes, brackets, tags and EOS low. Returns the text and
+    whether the grammar ended (only EOS allowed) within ``steps`` tokens."""
+    from mellea_local.backends.constrained import GrammarLogitsProcessor
+
+    vocab = len(tokenizer)
+    prefer = torch.zeros(1, vocab)
+    for token_id in range(vocab):
+        text = tokenizer.decode([token_id])
+        prefer[0, token_id] = (2.0 if text.strip().isalnum() else
+                               -5.0 if any(c in text for c in "\"}]<>") else 0.0)
+    prefer[0, tokenizer.eos_token_id] = -10.0
+    processor = GrammarLogitsProcessor(tokenizer, grammar, vocab, 0, **closing)
+    ids: list[int] = []
+    for _ in range(steps):
+        scores = processor(torch.tensor([ids], dtype=torch.long).reshape(1, -1), prefer.clone())
+        token = int(scores[0].argmax())
+        if token == tokenizer.eos_token_id:
+            return tokenizer.decode(ids), True
+        ids.append(token)
+    return tokenizer.decode(ids), False
+
+
+def test_every_value_is_bounded_so_a_call_cannot_run_on_to_the_token_limit(tiny_tokenizer):
+    """Strings, numbers, integers and arrays without bounds of their own get them: an
+    adversary that always writes on still closes the call, well inside a step's budget, and
+    the call it wrote parses as a valid call; without the bounds it never ends. Bounds a
+    schema sets itself are kept."""
+    from mellea_local.parsing.tool_grammar import MAX_STRING_CHARS, _arguments_schema
+
+    spec = copy.deepcopy(_LOG_SPEC)
+    schema = _arguments_schema(spec)["properties"]
+    assert schema["note"]["maxLength"] == MAX_STRING_CHARS and schema["code"]["maxLength"] == 4
+    assert schema["amount"]["multipleOf"] == 1e-6 and "multipleOf" not in schema["count"]
+    grammar = tool_call_grammar([spec], tokenizer=tiny_tokenizer, thinking="none")
+    # At most 120 + 23 + 17 + 16 * 122 + 4 characters of values: one token each, at worst.
+    text, ended = _runaway_decode(tiny_tokenizer, grammar, 2400)
+    assert ended, text[-200:]
+    start = text.index("{")
+    import json
+
+    call = json.loads(text[start: text.rindex("}") + 1])
+    assert call["name"] == "log_entry" and set(call["arguments"]) == set(schema)
+    assert len(call["arguments"]["note"]) <= MAX_STRING_CHARS
+    assert abs(call["arguments"]["amount"]) <= 1e15
+
+    unbounded = _closed_off(spec, tiny_tokenizer)
+    assert not _runaway_decode(tiny_tokenizer, unbounded, 2400)[1]  # the adversary is real
+
+
+@pytest.mark.parametrize("budget", [48, 64, 96, 160])
+def test_the_closing_mode_ends_every_call_within_the_token_budget(tiny_tokenizer, budget):
+    """With the step's budget, the decoder keeps ``closing_reserve`` tokens for closing:
+    from there only quotes, braces, brackets, closing tags, commas and EOS stay allowed where
+    the grammar allows one. The adversary (thinking first, then writing on in every value)
+    still ends its call, EOS included, within max_new_tokens, and the call is valid."""
+    import json
+
+    from mellea_local.parsing.tool_grammar import closing_reserve
+
+    specs = [_LOG_SPEC, finalizer_tool().as_json_tool]
+    grammar = tool_call_grammar(specs, tokenizer=tiny_tokenizer, thinking="optional")
+    text, ended = _runaway_decode(tiny_tokenizer, grammar, budget, budget=budget,
+                                  reserve=closing_reserve(specs, tiny_tokenizer))
+    assert ended, text
+    call = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    assert call["name"] in ("log_entry", "final_answer")
+    assert not _runaway_decode(tiny_tokenizer, grammar, budget)[1]  # without it: cut off
+
+
+def _closed_off(spec, tokenizer):
+    """The same call's grammar with the bounds taken off again (what the grammar was)."""
+    import mellea_local.parsing.tool_grammar as tg
+
+    saved = tg._bounded
+    tg._bounded = lambda node: node
+    try:
+        tg._grammar.cache_clear()
+        return tool_call_grammar([spec], tokenizer=tokenizer, thinking="none")
+    finally:
+        tg._bounded = saved
+        tg._grammar.cache_clear()

@@ -168,11 +168,14 @@ class Engine:
                 self.tokenizer, request.grammar,
                 vocab_size=self.model.get_output_embeddings().weight.shape[0],
                 prompt_len=len(request.prompt_ids),
+                budget=request.gen_kwargs.get("max_new_tokens")
+                if request.closing_reserve is not None else None,
+                reserve=request.closing_reserve or 0,
             ))
         gen = self.generate(GenerationRequest(
             prompt_ids=request.prompt_ids, gen_kwargs=request.gen_kwargs,
             logits_processors=processors, seed=request.seed, on_text=request.on_text,
-            cancel=request.cancel,
+            cancel=request.cancel, adapter=request.adapter,
         ))
         request.meta["model_seconds"] = gen.model_seconds  # queueing for the model excluded
         request.meta["model_cpu_seconds"] = gen.model_cpu_seconds

@@ -22,6 +22,7 @@ from mellea_local.backends.cache_compat import cache_kwarg_name, output_cache
 from mellea_local.options import DEFAULT_MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
+    from mellea_local.adapters.loaded import Adapter
     from mellea_local.backends.hf.engine import Engine
 
 
@@ -66,6 +67,8 @@ class GenerationRequest:
     seed: int | None = None
     on_text: Callable[[str], None] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    adapter: Adapter | None = None
+    """An agent adapter active from its invocation on (an agent step); None: the base."""
 
 
 @dataclass
@@ -99,12 +102,35 @@ def default_budget(model: Any, prompt_tokens: int) -> int:
     return max(budget, 1)
 
 
+def _cache_plan(engine: Engine, req: GenerationRequest) -> dict[str, Any]:
+    """What :meth:`Engine.reusing` is told for ``req``.
+
+    A base generation offers its whole prompt and keeps what it made. An agent step
+    (``req.adapter``) offers only the tokens before the adapter acts (an aLoRA: up to its
+    invocation, the assistant header; a LoRA: none, ``base_cache_prefix``) and stores the
+    cache cropped back to them: the adapted header and step never enter the shared cache, so
+    the next step and any requirement check read base K/V only.
+    """
+    adapter = req.adapter
+    if adapter is None:
+        return {"key": req.prompt_ids, "reusable": len(req.prompt_ids) - 1}
+    strategy = adapter.strategy
+    strategy.require_activation(adapter, req.prompt_ids)
+    shared = strategy.activation_start(adapter, req.prompt_ids)
+    cached = strategy.base_cache_prefix(shared, reuse=engine.prefix_cache.enabled)
+    return {"key": req.prompt_ids[: shared + 1], "reuse": cached > 0, "base": shared,
+            "reusable": cached, "unreusable": strategy.base_cache_prefix(shared) == 0 < shared}
+
+
 def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
-    """Generate with the base model, reusing and then storing the KV prefix cache.
+    """Generate with the base model (or an agent step with ``req.adapter`` on), reusing and
+    then storing the KV prefix cache.
 
     Holds the model lock for the whole call; the cache rule is the engine's
     (:meth:`Engine.reusing`): on any failure the checked-out cache is given back, never
-    stored half-extended.
+    stored half-extended. With an adapter the generation runs through PEFT (it places an
+    aLoRA at the last occurrence of its invocation, as in training) and the adapter is off
+    again however the call ends (``ModelHolder.using``).
     """
     model, tokenizer = engine.model, engine.tokenizer
     device = model.device
@@ -113,6 +139,7 @@ def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
         engine.holder.assert_base()
         if req.cancel.is_set():  # cancelled while waiting for the model: nothing to run
             return GenerationResult(new_ids=[], stopped_by_eos=False, cancelled=True)
+        plan = _cache_plan(engine, req)
         ids = torch.tensor([req.prompt_ids], device=device)
         kwargs = dict(req.gen_kwargs)
         if "max_new_tokens" not in kwargs and "max_length" not in kwargs:
@@ -120,9 +147,11 @@ def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
         if kwargs.get("stop_strings"):
             kwargs["tokenizer"] = tokenizer
         kwargs.setdefault("pad_token_id", tokenizer.pad_token_id)
-        with engine.reusing(req.prompt_ids, reusable=len(req.prompt_ids) - 1) as prefix:
+        with engine.reusing(**plan) as prefix, contextlib.ExitStack() as stack:
+            runner = model if req.adapter is None else stack.enter_context(
+                engine.holder.using(req.adapter.name))
             with torch.no_grad(), seeded(req.seed, device):
-                out = model.generate(
+                out = runner.generate(
                     input_ids=ids,
                     attention_mask=torch.ones_like(ids),
                     use_cache=True,
@@ -135,7 +164,8 @@ def generate_base(engine: Engine, req: GenerationRequest) -> GenerationResult:
                 )
             sequence = out.sequences[0]
             prefix.fed = len(req.prompt_ids) - prefix.reused
-            # A generation stopped early (cancelled) still holds exact K/V of what it made.
+            # A generation stopped early (cancelled) still holds exact K/V of what it made
+            # (an agent step's is cropped back to its base part by ``reusing``).
             prefix.result, prefix.result_ids = output_cache(out), sequence
         model_seconds = time.perf_counter() - started
         model_cpu_seconds = time.thread_time() - started_cpu

@@ -39,12 +39,14 @@ async def step_generate(
     ask: Ask, *, tokenizer: Any, n_vocab: int, n_probs: int, ids: list[int],
     grammar: str | None, gen_kwargs: Mapping[str, Any], budget: int,
     cancel: threading.Event | None = None, fast_forward: bool = False,
-    scores_out: list[torch.Tensor] | None = None,
+    scores_out: list[torch.Tensor] | None = None, reserve: tuple[int, int] | None = None,
 ) -> list[int]:
     """The new token ids (up to ``budget``, ending at end-of-text); each step's processed
-    scores appended to ``scores_out`` when given."""
+    scores appended to ``scores_out`` when given. ``reserve``: the grammar's closing mode
+    (``GrammarLogitsProcessor``) from that many tokens before ``budget``; None: none."""
     processor = None if grammar is None else GrammarLogitsProcessor(
-        tokenizer, grammar, n_vocab, len(ids), fast_forward=fast_forward)
+        tokenizer, grammar, n_vocab, len(ids), fast_forward=fast_forward,
+        budget=budget if reserve is not None else None, reserve=reserve or 0)
     temperature = float(gen_kwargs.get("temperature") or 0.0) if gen_kwargs.get(
         "do_sample") else 0.0
     rng = torch.Generator().manual_seed(int(gen_kwargs.get("seed") or 0))

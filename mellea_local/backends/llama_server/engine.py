@@ -130,7 +130,8 @@ class LlamaServerEngine:
         ids, cancel = request.prompt_ids, request.cancel
         if request.grammar is not None:
             new_ids = await self.step_generate(None, ids, 0, grammar=request.grammar,
-                                               gen_kwargs=request.gen_kwargs, cancel=cancel)
+                                               gen_kwargs=request.gen_kwargs, cancel=cancel,
+                                               reserve=request.closing_reserve)
             eos = bool(new_ids) and new_ids[-1] == self._eot
             out = GenerationOutput(new_ids, len(ids), eos, cancel.is_set())
         else:
@@ -151,7 +152,7 @@ class LlamaServerEngine:
         self, adapter: Adapter | None, ids: list[int], shared: int, *, grammar: str | None,
         gen_kwargs: Mapping[str, Any], cancel: threading.Event | None = None,
         reuse: bool = True, fast_forward: bool = False,
-        scores_out: list[torch.Tensor] | None = None,
+        scores_out: list[torch.Tensor] | None = None, reserve: tuple[int, int] | None = None,
     ) -> list[int]:
         """Constrained generation, one request per token (``decoder``), on the conversation's
         slot (or the adapter's lane); all its requests counted as one call."""
@@ -163,7 +164,7 @@ class LlamaServerEngine:
         new_ids = await step_generate(
             ask, tokenizer=self.tokenizer, n_vocab=self.n_vocab, n_probs=self.n_probs,
             ids=ids, grammar=grammar, gen_kwargs=gen_kwargs, budget=self.budget(gen_kwargs),
-            cancel=cancel, fast_forward=fast_forward, scores_out=scores_out)
+            cancel=cancel, fast_forward=fast_forward, scores_out=scores_out, reserve=reserve)
         if completions:
             self.counts.record(completions, reusable(adapter, len(ids), shared))
         return new_ids
