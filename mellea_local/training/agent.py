@@ -386,9 +386,12 @@ def _write_build(model: Any, tokenizer: Any, root: Path, report: dict[str, Any],
     LoRA. Returns the folder a user loads."""
     model.eval()
     if alora:
+        from mellea_local.adapters import AGENT_IO_YAML
+
         out = root / "alora"
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(str(out))
+        shutil.copyfile(AGENT_IO_YAML, out / "io.yaml")  # what admission reads: loads as is
         (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
         return out
     lora = root / "lora"

@@ -135,7 +135,8 @@ def test_train_task_agent_lora_smoke_on_the_embedded_model(tmp_path):
                           loop_budget=1, model_options={ModelOption.MAX_NEW_TOKENS: 32}))
 
 
-def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tiny_tokenizer):
+def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tiny_tokenizer,
+                                                                   embedded_backend):
     import torch
     from safetensors.torch import load_file
 
@@ -168,6 +169,10 @@ def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tin
     report = json.loads((built / "training.json").read_text())
     assert report["steps"] == 2 and report["invocation_tokens"] == header
     assert not (built.parent / "merged").exists()  # an aLoRA is never merged into the base
+    assert (built / "io.yaml").is_file()  # the library layout: admitted as it is
+
+    embedded_backend.add_adapter(str(built), intrinsic="agent")
+    assert embedded_backend.adapter_for("agent").path == built
 
 
 def test_alora_agent_loss_equals_the_whole_sequence_through_peft(tiny_model, tiny_tokenizer,
