@@ -391,6 +391,7 @@ def _write_build(model: Any, tokenizer: Any, root: Path, report: dict[str, Any],
         out = root / "alora"
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(str(out))
+        _name_base(out, root.name)
         shutil.copyfile(AGENT_IO_YAML, out / "io.yaml")  # what admission reads: loads as is
         (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
         return out
@@ -405,6 +406,15 @@ def _write_build(model: Any, tokenizer: Any, root: Path, report: dict[str, Any],
     tokenizer.save_pretrained(str(merged))
     (merged / "training.json").write_text(json.dumps(report, indent=1) + "\n")
     return merged
+
+
+def _name_base(folder: Path, base: str) -> None:
+    """Record the base model by its name, not by the cache path it was loaded from (which is
+    this machine's): admission compares it with the backend's model."""
+    config_path = folder / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = base
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def export_checkpoint(cfg: AgentTrainConfig) -> Path:

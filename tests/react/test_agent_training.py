@@ -170,6 +170,7 @@ def test_train_task_agent_alora_is_invoked_at_the_assistant_header(tmp_path, tin
     assert report["steps"] == 2 and report["invocation_tokens"] == header
     assert not (built.parent / "merged").exists()  # an aLoRA is never merged into the base
     assert (built / "io.yaml").is_file()  # the library layout: admitted as it is
+    assert config["base_model_name_or_path"] == "mellea-tiny-chat"  # a name, not a cache path
 
     embedded_backend.add_adapter(str(built), intrinsic="agent")
     assert embedded_backend.adapter_for("agent").path == built
