@@ -90,7 +90,9 @@ class ServingEngine(Protocol):
 
     ``mixed_adapters``: whether one forward can score rows with different adapters on
     (``next_token_logprobs_mixed``); the intrinsics layer reads this declaration instead of
-    probing for methods. ``load_adapter`` makes an admitted adapter usable under ``name`` or
+    probing for methods. ``agent_steps``: whether ``produce`` can decode a tool-calling step
+    with an agent adapter on (``ServingRequest.adapter``); a backend over an engine that
+    cannot never looks one up. ``load_adapter`` makes an admitted adapter usable under ``name`` or
     raises ``AdapterError`` leaving the engine unchanged; ``unload_adapter`` undoes it.
     ``check_request`` raises a typed error for a request the engine cannot serve, before the
     thunk is started (so the caller of ``generate_from_context`` sees it, not the thunk);
@@ -100,6 +102,7 @@ class ServingEngine(Protocol):
     """
 
     mixed_adapters: bool
+    agent_steps: bool
 
     def load_adapter(self, resolved: ResolvedAdapter, name: str) -> None: ...
 
@@ -133,7 +136,7 @@ class ServingRequest:
     adapter: Adapter | None = None
     """An agent adapter the step is decoded with (``ServingBackend.agent_adapter``): active
     from its invocation on, every token before it the base model's; None: the base model.
-    Set only on a backend whose ``runs_agent_steps`` is True."""
+    Set only when the engine declares ``agent_steps``."""
 
     @property
     def stop_strings(self) -> list[str]:
@@ -172,9 +175,6 @@ class ServingBackend(RequirementScoring, Backend):
     _registry: LoadedAdapters
     _base_identity: str | None = None
     """The base model adapters are checked against (``check_base_fit``); None: unchecked."""
-    runs_agent_steps: ClassVar[bool] = False
-    """Whether the engine can decode a tool-calling step with an agent adapter on
-    (``ServingRequest.adapter``); an engine that cannot never looks one up."""
     _agent_looked_up: bool = False
 
     # ----- adapters (admission written once) ----------------------------------------------
@@ -282,13 +282,13 @@ class ServingBackend(RequirementScoring, Backend):
         if value is False:
             return None
         if isinstance(value, str):
-            if not self.runs_agent_steps:
+            if not self.engine.agent_steps:
                 raise AdapterError(
                     f"{type(self).__name__} cannot decode a step with an adapter on "
                     f"(ModelOption.AGENT_ADAPTER={value!r}); use LocalHFBackend, or leave the "
                     "option unset.")
             return self._registry.adapter_for(AGENT, name=value)
-        if not self.runs_agent_steps:
+        if not self.engine.agent_steps:
             return None
         if not self._registry.serves(AGENT) and not self._agent_looked_up:
             self._agent_looked_up = True

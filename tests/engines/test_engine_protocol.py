@@ -23,6 +23,7 @@ def test_every_engine_is_a_serving_engine(engine):
     _name, backend = engine
     assert isinstance(backend.engine, ServingEngine)
     assert isinstance(backend.engine.mixed_adapters, bool)
+    assert isinstance(backend.engine.agent_steps, bool)
 
 
 async def test_the_lifecycle_adds_nothing_to_what_the_engine_produces(engine):

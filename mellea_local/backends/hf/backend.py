@@ -60,7 +60,6 @@ class LocalHFBackend(ServingBackend):
     """
 
     provider: ClassVar[str] = "huggingface"
-    runs_agent_steps: ClassVar[bool] = True
 
     def __init__(
         self,

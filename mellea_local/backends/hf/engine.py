@@ -80,6 +80,7 @@ class Engine:
     """
 
     mixed_adapters = True
+    agent_steps = True  # produce decodes a step with the agent aLoRA on (hf/generation.py)
 
     def __init__(self, model: Any, tokenizer: Any, kv_cache_tokens: int) -> None:
         self.holder = ModelHolder(model, tokenizer)

@@ -56,6 +56,7 @@ class LlamaServerEngine:
     """
 
     mixed_adapters = False
+    agent_steps = False  # tool-calling steps run on the base model here
     """A llama-server request states one adapter set: no mixed-adapter forward."""
 
     def __init__(self, served: Sequence[ServedAdapter], *, tokenizer: Any, n_probs: int,

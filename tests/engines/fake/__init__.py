@@ -48,6 +48,7 @@ class FakeEngine:
     """A ``ServingEngine`` whose model is a script: capabilities, adapters and ``produce``."""
 
     mixed_adapters = False
+    agent_steps = False
 
     def __init__(self, handler: Handler, tokenizer: Any) -> None:
         self.handler = handler
