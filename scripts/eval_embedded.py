@@ -109,7 +109,7 @@ async def react_accuracy(backend: LocalHFBackend, n: int, *, thinking: bool) -> 
             except RuntimeError:
                 ctx, answer = None, None
             first = _first_turn(ctx) if ctx is not None else None
-            calls = list((first.tool_calls or {}).values()) if first is not None else []
+            calls = list(first.tool_calls or []) if first is not None else []
             if (len(calls) == 1 and calls[0].name == task.tool
                     and calls[0].args == {argument: task.argument}):
                 first_ok += 1
