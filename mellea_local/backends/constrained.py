@@ -30,12 +30,15 @@ def _ll_tokenizer(tokenizer: Any, n_vocab: int) -> Any:
 
 
 @functools.cache
-def _closers(tokenizer: Any, n_vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _closers(tokenizer: Any, n_vocab: int
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per token, whether it closes what is open, in the closing mode's order of preference
     (:class:`GrammarLogitsProcessor`): ``values`` (only quotes, braces, brackets; EOS),
-    ``items`` (those with a comma: on to the next required item) and ``tags`` (a closing
-    tag's ``</``, the tag itself where it is one token; EOS)."""
-    values, items, tags = (torch.zeros(n_vocab, dtype=torch.bool) for _ in range(3))
+    ``items`` (those with a comma: on to the next required item), ``tags`` (a closing
+    tag's ``</``, the tag itself where it is one token; EOS) and ``quotes`` (those of
+    ``values`` and ``items`` that begin with a quote: inside a JSON string a brace or bracket
+    is content, only the quote closes it)."""
+    values, items, tags, quotes = (torch.zeros(n_vocab, dtype=torch.bool) for _ in range(4))
     for token_id in range(min(n_vocab, len(tokenizer))):
         text = tokenizer.decode([token_id]).strip()
         if text.startswith("</"):
@@ -44,10 +47,25 @@ def _closers(tokenizer: Any, n_vocab: int) -> tuple[torch.Tensor, torch.Tensor, 
             values[token_id] = True
         elif text and set(text) <= set('"}],'):
             items[token_id] = True
+        if text.startswith('"') and set(text) <= set('"}],'):
+            quotes[token_id] = True
     eos = getattr(tokenizer, "eos_token_id", None)
     if isinstance(eos, int) and eos < n_vocab:
         values[eos] = tags[eos] = True
-    return values, items, tags
+    return values, items, tags, quotes
+
+
+def _inside_json_string(text: str) -> bool:
+    """Whether ``text`` (a call's JSON so far) ends inside a string literal."""
+    inside = escaped = False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and inside:
+            escaped = True
+        elif char == '"':
+            inside = not inside
+    return inside
 
 
 def json_schema_grammar(schema: dict[str, Any] | str) -> str:
@@ -147,7 +165,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         tag ends anything; inside the call a quote, brace or bracket closes the value, a
         comma moves on to the next required one, and after it the closing tag ends the step.
         """
-        values, items, tags = _closers(self._tokenizer, self._vocab_size)
+        values, items, tags, quotes = _closers(self._tokenizer, self._vocab_size)
         width = scores.shape[-1]
         for row in range(scores.shape[0]):
             written = self._tokenizer.decode(input_ids[row, self._prompt_len:].tolist())
@@ -155,7 +173,13 @@ class GrammarLogitsProcessor(LogitsProcessor):
             assert self._budget is not None
             if written_count < self._budget - self._reserves[1 if in_call else 0]:
                 continue
-            order = (values, items, tags) if in_call else (tags,)
+            if in_call and _inside_json_string(written.rsplit("<tool_call>", 1)[1]):
+                # "]]}}" would be more of the string: only a token that begins with its
+                # closing quote closes it (where the grammar allows none yet, e.g. a minimum
+                # length, the row is left as it is and the next token tries again).
+                order: tuple[torch.Tensor, ...] = (quotes,)
+            else:
+                order = (values, items, tags) if in_call else (tags,)
             allowed = torch.isfinite(scores[row])
             for closers in order:
                 keep = allowed & closers[:width].to(scores.device)

@@ -190,7 +190,8 @@ def write_parquet(journal: Path, output: Path) -> None:
 
     text = journal.read_bytes().decode("utf-8", errors="replace")
     records = sorted(_records(text), key=lambda r: r["line"])
-    keys = ["line", "id", "requirements", "scores", "verdicts", "labels", "correct", "input_hash"]
+    keys = ["line", "id", "requirements", "scores", "verdicts", "decided_by", "labels",
+            "correct", "input_hash"]
     rows = [{k: r.get(k) for k in keys} for r in records]
     try:
         table = pa.Table.from_pylist(rows)

@@ -373,4 +373,9 @@ def test_the_shipped_files_still_load():
                                           for p in root.rglob("io.yaml"))]
     assert len(files) >= 3
     for path in files:
-        assert IOConfig.load(path).transformations
+        config = IOConfig.load(path)
+        if "agent" in path.relative_to(path.parents[3]).parts[:1]:
+            # An agent adapter decodes a tool-calling step: no instruction, no result rules.
+            assert config.transformations is None and config.response_format is None
+            continue
+        assert config.transformations

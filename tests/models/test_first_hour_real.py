@@ -48,7 +48,14 @@ def test_check_scores_with_the_shipped_alora(tmp_path):
              {**answer, "requirement": "Include at least one number.", "label": False}]
     data.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "out.jsonl"
-    result = runner.invoke(app, ["check", str(data), "-o", str(out), *MODEL])
+    # --no-route: a program verifies both requirements by default (decided_by says so);
+    # this test is about the shipped aLoRA's scores.
+    routed_out = tmp_path / "routed.jsonl"
+    routed = runner.invoke(app, ["check", str(data), "-o", str(routed_out), *MODEL])
+    assert routed.exit_code == 0, routed.output
+    assert [json.loads(line)["scores"][0]
+            for line in routed_out.read_text().splitlines()] == [1.0, 0.0]
+    result = runner.invoke(app, ["check", str(data), "-o", str(out), *MODEL, "--no-route"])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 2

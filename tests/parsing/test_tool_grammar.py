@@ -275,3 +275,14 @@ def _closed_off(spec, tokenizer):
     finally:
         tg._bounded = saved
         tg._grammar.cache_clear()
+
+
+def test_the_closing_mode_knows_when_a_call_is_inside_a_string():
+    """Inside a JSON string a brace or bracket is content: only the quote closes it (a real
+    SmolLM2 run filled `"answer": "]]}}}}` to the limit when braces counted as closers)."""
+    from mellea_local.backends.constrained import _inside_json_string
+
+    assert _inside_json_string('{"name": "final_answer", "arguments": {"answer": "]]}}')
+    assert not _inside_json_string('{"name": "final_answer", "arguments": {"answer": "84"')
+    assert _inside_json_string('{"a": "say \\"hi')  # an escaped quote does not close it
+    assert not _inside_json_string('{"a": "x\\\\"')  # an escaped backslash, then the quote
