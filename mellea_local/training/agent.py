@@ -282,11 +282,20 @@ def _alora_loss(model: Any, traces: list[list[tuple[list[int], list[int]]]], hea
     return value
 
 
+def _peft_config(cfg: AgentTrainConfig, invocation: list[int] | None) -> Any:
+    """The adapter ``cfg`` trains: an aLoRA invoked by ``invocation``, or a LoRA (None)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
+                      target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
+                      alora_invocation_tokens=invocation)
+
+
 def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], None] | None = None
                 ) -> Path:
     """Train the agent build and write it; returns the aLoRA folder (``alora=True``) or the
     merged model folder (``alora=False``)."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from safetensors.torch import load_file, save_file
 
     traces = load_traces(cfg.data)
@@ -307,11 +316,8 @@ def train_agent(cfg: AgentTrainConfig, *, on_step: Callable[[int, int, float], N
             raise TrainingDataError(
                 f"{len(bad)} step prompt(s) do not end with the assistant header "
                 f"{invocation} (first: example {bad[0]}); the aLoRA could not be invoked there.")
-    peft_cfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
-                          target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
-                          alora_invocation_tokens=invocation)
     torch.manual_seed(cfg.seed)
-    model = get_peft_model(model, peft_cfg)
+    model = get_peft_model(model, _peft_config(cfg, invocation))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     # An aLoRA batch is ``batch_size`` traces (their steps share one prompt forward); a LoRA
@@ -424,7 +430,7 @@ def export_checkpoint(cfg: AgentTrainConfig) -> Path:
     (``training.json`` says at which step of how many) while the run itself goes on or is
     resumed later with the same command. The checkpoint must belong to ``cfg`` (the same
     options; the data is not re-read, so its line count is not compared)."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from safetensors.torch import load_file
 
     model, tokenizer, base = _load(cfg)
@@ -441,10 +447,7 @@ def export_checkpoint(cfg: AgentTrainConfig) -> Path:
             f"The checkpoint in {ckpt} belongs to a run with other options ({differ}); "
             "export it with the options it was trained with.")
     invocation = invocation_ids(tokenizer) if cfg.alora else None
-    model = get_peft_model(model, LoraConfig(
-        r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
-        target_modules=list(cfg.target_modules), task_type="CAUSAL_LM",
-        alora_invocation_tokens=invocation))
+    model = get_peft_model(model, _peft_config(cfg, invocation))
     weights = load_file(str(ckpt / "adapter.safetensors"))
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     if set(weights) != set(trainable):
